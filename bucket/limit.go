@@ -1,0 +1,168 @@
+package bucket
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Algorithm selects how a Limit counts.
+type Algorithm uint8
+
+// The algorithms. The zero value is not valid; callers map "unspecified" to
+// TokenBucket before validating.
+const (
+	TokenBucket Algorithm = iota + 1
+	SlidingWindow
+	FixedWindow
+	SlidingLog
+	Concurrency
+)
+
+var algorithmNames = [...]string{
+	TokenBucket:   "token_bucket",
+	SlidingWindow: "sliding_window",
+	FixedWindow:   "fixed_window",
+	SlidingLog:    "sliding_log",
+	Concurrency:   "concurrency",
+}
+
+// String returns the algorithm's snake_case name, as used in configuration.
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) && algorithmNames[a] != "" {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(a))
+}
+
+// ParseAlgorithm maps a name ("token_bucket", "sliding_window",
+// "fixed_window", "sliding_log", "concurrency") to an Algorithm. The empty
+// string is TokenBucket, the default.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	if s == "" {
+		return TokenBucket, nil
+	}
+	for a, name := range algorithmNames {
+		if name != "" && name == s {
+			return Algorithm(a), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q", ErrUnknownAlgorithm, s)
+}
+
+// Bounds on a Limit. They keep every computation inside int64 nanoseconds.
+const (
+	// MaxPeriod is the longest period a limit may have.
+	MaxPeriod = 366 * 24 * time.Hour
+	// MaxLimit is the largest limit (and burst) a limit may have.
+	MaxLimit = 1_000_000_000
+	// MaxSlidingLogLimit caps the limit of a sliding log, whose state keeps
+	// one timestamp per admitted unit (8 bytes each).
+	MaxSlidingLogLimit = 10_000
+)
+
+// Sentinel errors. Errors returned by this package wrap one of them.
+var (
+	ErrUnknownAlgorithm    = errors.New("bucket: unknown algorithm")
+	ErrInvalidLimit        = errors.New("bucket: invalid limit")
+	ErrCostExceedsCapacity = errors.New("bucket: cost exceeds capacity")
+	ErrNegativeCost        = errors.New("bucket: negative cost")
+)
+
+// Limit is the definition of a limit: N units per period.
+type Limit struct {
+	// Algorithm selects the counting method.
+	Algorithm Algorithm
+	// Limit is the number of units per Period (for Concurrency: the number
+	// of units that may be held at once). 1..MaxLimit.
+	Limit int64
+	// Period is the refill period or window length. 1ns..MaxPeriod.
+	// Concurrency limits ignore it.
+	Period time.Duration
+	// Burst is the token bucket's capacity; 0 means Limit. Other algorithms
+	// ignore it.
+	Burst int64
+}
+
+// FieldError is a validation error that names the offending field.
+type FieldError struct {
+	Field  string // e.g. "limit", "period", "burst"
+	Reason string // e.g. "must be > 0"
+	Err    error  // the sentinel it wraps
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate checks the limit against the bounds above. Errors are *FieldError
+// naming "algorithm", "limit", "period" or "burst".
+func (l Limit) Validate() error {
+	switch {
+	case l.Algorithm < TokenBucket || l.Algorithm > Concurrency:
+		return &FieldError{"algorithm", fmt.Sprintf("unknown algorithm %d", l.Algorithm), ErrUnknownAlgorithm}
+	case l.Limit <= 0:
+		return &FieldError{"limit", "must be > 0", ErrInvalidLimit}
+	case l.Limit > MaxLimit:
+		return &FieldError{"limit", fmt.Sprintf("must be <= %d", MaxLimit), ErrInvalidLimit}
+	case l.Algorithm == SlidingLog && l.Limit > MaxSlidingLogLimit:
+		return &FieldError{"limit", fmt.Sprintf("must be <= %d for sliding_log", MaxSlidingLogLimit), ErrInvalidLimit}
+	case l.Algorithm != Concurrency && l.Period <= 0:
+		return &FieldError{"period", "must be > 0", ErrInvalidLimit}
+	case l.Period < 0:
+		return &FieldError{"period", "must be >= 0", ErrInvalidLimit}
+	case l.Period > MaxPeriod:
+		return &FieldError{"period", "must be <= 366 days", ErrInvalidLimit}
+	case l.Burst < 0:
+		return &FieldError{"burst", "must be >= 0", ErrInvalidLimit}
+	case l.Burst > MaxLimit:
+		return &FieldError{"burst", fmt.Sprintf("must be <= %d", MaxLimit), ErrInvalidLimit}
+	}
+	if l.Algorithm == TokenBucket {
+		// capacity * emission interval must fit comfortably in int64 ns.
+		if l.interval()*l.Capacity() > int64(100*MaxPeriod) || l.interval()*l.Capacity()/l.Capacity() != l.interval() {
+			return &FieldError{"burst", "burst/limit × period must be <= 100 years", ErrInvalidLimit}
+		}
+	}
+	return nil
+}
+
+// Capacity is the most units that can be spent at once: Burst (or Limit when
+// Burst is 0) for a token bucket, Limit for every other algorithm.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm == TokenBucket && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Limit
+}
+
+// interval is the token bucket's emission interval, Period/Limit rounded up
+// so that rounding can only under-admit, never overshoot.
+func (l Limit) interval() int64 {
+	return (int64(l.Period) + l.Limit - 1) / l.Limit
+}
+
+// Result is the outcome of a take.
+type Result struct {
+	// Allowed reports whether the cost was admitted (and consumed).
+	Allowed bool
+	// Limit is the capacity that applied.
+	Limit int64
+	// Remaining is the number of units that could be spent now, after this take.
+	Remaining int64
+	// ResetAfter is the time until the state is back to full (empty window).
+	ResetAfter time.Duration
+	// RetryAfter is, when denied, the time until the same cost could be
+	// admitted if nothing else is spent meanwhile; 0 when allowed.
+	RetryAfter time.Duration
+}
+
+// costError is the error for a cost outside [0, capacity]: a negative cost,
+// or one that could never be admitted because it exceeds the capacity. Both
+// are *FieldError naming "cost". Callers test the range inline and call it
+// only when the cost is out of range, keeping the fast path free of calls.
+func costError(cost, capacity int64) error {
+	if cost < 0 {
+		return &FieldError{"cost", "must be >= 0", ErrNegativeCost}
+	}
+	return &FieldError{"cost", fmt.Sprintf("%d exceeds the capacity %d", cost, capacity), ErrCostExceedsCapacity}
+}
