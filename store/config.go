@@ -1,0 +1,55 @@
+package store
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Bounds on Config.Shards.
+const (
+	// DefaultShards is the number of shards of DefaultConfig.
+	DefaultShards = 4096
+	// MaxShards is the largest number of shards New accepts.
+	MaxShards = 1 << 20
+)
+
+// Config configures a Store. Presets/defaults: DefaultConfig().
+type Config struct {
+	// Shards is the number of lock stripes, a power of two (default 4096).
+	// 0 means DefaultShards.
+	Shards int
+	// MaxBytes caps the estimated memory of stored states; 0 means no cap.
+	// When reached, new keys are refused with ErrFull (live ones are never
+	// evicted). See Stats.Bytes for what the estimate covers.
+	MaxBytes int64
+}
+
+// DefaultConfig returns the default configuration: 4096 shards, no memory
+// cap.
+func DefaultConfig() Config {
+	return Config{Shards: DefaultShards}
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	return c
+}
+
+// validate checks c (after defaults are applied). Errors wrap
+// ErrInvalidConfig and name the offending field.
+func (c Config) validate() error {
+	switch {
+	case c.Shards <= 0:
+		return fmt.Errorf("%w: Shards must be > 0, got %d", ErrInvalidConfig, c.Shards)
+	case c.Shards > MaxShards:
+		return fmt.Errorf("%w: Shards must be <= %d, got %d", ErrInvalidConfig, MaxShards, c.Shards)
+	case bits.OnesCount(uint(c.Shards)) != 1:
+		return fmt.Errorf("%w: Shards must be a power of two, got %d", ErrInvalidConfig, c.Shards)
+	case c.MaxBytes < 0:
+		return fmt.Errorf("%w: MaxBytes must be >= 0 (0 = no cap), got %d", ErrInvalidConfig, c.MaxBytes)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+// Package store keeps the limit state of every active key on one node: a map
+// from a 64-bit key hash (computed by the caller from the key and its limit)
+// to the state of one of package bucket's algorithms.
+//
+// The store is built for about ten million active keys per node:
+//
+//   - Lock striping: keys are spread over Config.Shards shards (a power of
+//     two, 4096 by default) by the high bits of a multiplicative mix of the
+//     key hash; each shard is a sync.Mutex plus plain Go maps, one per kind
+//     of state, created lazily so that an empty store costs only its shard
+//     array (64 bytes a shard). No operation holds two shard locks.
+//   - Token buckets, the hot and memory-critical case, live in a
+//     map[uint64]bucket.TokenState: a 16-byte slot, about 37 bytes per key
+//     with the swiss tables' overhead at 10M keys (BenchmarkStore10M). A
+//     take of an existing token key does not allocate.
+//   - A state is identified by its key and its algorithm: fixed and sliding
+//     windows (and every other algorithm) have maps of their own, so a key
+//     used with several algorithms has one independent state per algorithm.
+//   - Sliding logs keep their limit's period next to the entries, since
+//     their expiry depends on it; lease sets need nothing more.
+//
+// The store is passive: it never reads the clock (time is passed in as unix
+// nanoseconds), never touches the network and starts no goroutines or
+// timers. Several Stores in one process are fully independent.
+//
+// # Expiry
+//
+// By package bucket's contract a state whose ExpiresAt has passed equals the
+// zero state, so dropping it loses nothing. The store treats an expired
+// stored state exactly like an absent one, so results never depend on when
+// sweeps ran; it never stores a state equal to the zero state (after a read,
+// say) and never inserts a key for a read, a deny or an error. Expired states
+// hold memory until Sweep (which the owner calls periodically) drops them,
+// or a Take finds them, or the memory cap sweeps their shard. Live states are
+// never evicted.
+//
+// # Memory cap
+//
+// Stats.Bytes is an estimate (see stats.go): per-entry constants measured
+// for each map type, plus the capacity of log and lease slices. With
+// Config.MaxBytes set, a new key that would push the estimate over the cap
+// first sweeps its shard of expired states, then is refused with ErrFull
+// (counted in Stats.Refused). Keys that have a state keep working, and may
+// grow (a log gets longer), so Bytes can exceed the cap by that growth and by
+// the few inserts racing on other shards.
+//
+// # Handoff
+//
+// Export, Import and DeleteIf move states between nodes: Export copies the
+// live states of the selected keys one shard at a time, Import merges an
+// Entry conservatively (the merged state admits no more than either side),
+// and DeleteIf drops the keys once they were handed off.
+package store

@@ -1,0 +1,332 @@
+package store
+
+import (
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/sluice-rl/sluice/bucket"
+)
+
+// shard is one lock stripe: a mutex and one lazily created map per kind of
+// state. Fixed and sliding windows have separate maps so that a key used
+// with both keeps two independent states. Everything is guarded by mu.
+type shard struct {
+	mu      sync.Mutex
+	tokens  map[uint64]bucket.TokenState  // TokenBucket: the hot map
+	fixed   map[uint64]bucket.WindowState // FixedWindow
+	sliding map[uint64]bucket.WindowState // SlidingWindow
+	logs    map[uint64]logState           // SlidingLog
+	leases  map[uint64]bucket.LeaseState  // Concurrency
+
+	// sweepAt is a lower bound of the ExpiresAt of every state in the
+	// shard (math.MaxInt64 when there is none): sweeping at now < sweepAt
+	// would find nothing. Writes lower it, sweeps recompute it.
+	sweepAt int64
+	// leaseSeq generates lease IDs (see Store.nextLeaseID).
+	leaseSeq uint64
+}
+
+// shardSize is the size of a shard: exactly one 64-byte cache line, so that
+// neighbouring shards never share one (an array of a power of two of them is
+// 64-byte aligned by the runtime: power-of-two size classes are aligned to
+// their size, and large allocations to pages).
+const shardSize = int(unsafe.Sizeof(shard{}))
+
+// Compile-time check that a shard fills exactly one cache line.
+var _ [64 - shardSize]struct{}
+var _ [shardSize - 64]struct{}
+
+// noteExpiry records that a state of sh expires at exp.
+func (sh *shard) noteExpiry(exp int64) {
+	if exp < sh.sweepAt {
+		sh.sweepAt = exp
+	}
+}
+
+// logState is a stored sliding log: the entries and the period of the limit
+// they were taken under, which LogState.ExpiresAt needs.
+type logState struct {
+	entries []bucket.LogEntry
+	period  int64
+}
+
+// expiresAt is the instant from which the log equals the zero state.
+func (st logState) expiresAt() int64 {
+	return bucket.LogState{Entries: st.entries}.ExpiresAt(st.period)
+}
+
+// Zero-state tests: a state for which these report true carries no
+// information at now (it behaves exactly like the zero state from now on), so
+// the store does not keep it. Beyond ExpiresAt() <= now, a window with no
+// counts and an empty log or lease set are zero: package bucket may return
+// such states (rolled to the current window, say) for a read or a deny.
+
+// tokenIsZero reports whether st equals the zero token state at now.
+func tokenIsZero(st bucket.TokenState, now int64) bool { return st.ExpiresAt() <= now }
+
+// windowIsZero reports whether st equals the zero window state at now.
+func windowIsZero(st bucket.WindowState, now int64) bool {
+	return st.ExpiresAt() <= now || (st.Cur == 0 && st.Prev == 0)
+}
+
+// isZero reports whether st equals the zero log state at now.
+func (st logState) isZero(now int64) bool {
+	return len(st.entries) == 0 || st.expiresAt() <= now
+}
+
+// leasesIsZero reports whether st equals the zero lease state at now.
+func leasesIsZero(st bucket.LeaseState, now int64) bool {
+	return len(st.Leases) == 0 || st.ExpiresAt() <= now
+}
+
+// The take functions below share one shape. With old the stored state (ok
+// whether there is one) and next the algorithm's result:
+//   - an expired stored state is passed to the algorithm as the zero state;
+//   - on an error nothing changes;
+//   - a next that equals the zero state is not kept (an existing key is
+//     deleted);
+//   - an existing key otherwise stores next;
+//   - a new key is inserted only for an allowed take of cost > 0 (never for
+//     a read or a deny) and only if the memory cap admits it.
+// Unlocking is deferred so that a panic in an algorithm (a Limit that did
+// not pass Validate) cannot leave a shard locked.
+
+// takeToken is Take for token buckets. For an existing key it does not
+// allocate.
+func (s *Store) takeToken(sh *shard, key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, ok := sh.tokens[key]
+	in := old
+	if ok && tokenIsZero(old, now) {
+		in = bucket.TokenState{}
+	}
+	next, res, err := bucket.TakeToken(in, l, now, cost)
+	switch {
+	case err != nil:
+		return bucket.Result{}, err
+	case tokenIsZero(next, now):
+		if ok {
+			delete(sh.tokens, key)
+			s.forget(tokenEntryBytes)
+		}
+	case ok:
+		if next != old {
+			sh.tokens[key] = next
+			sh.noteExpiry(next.ExpiresAt())
+		}
+	case !res.Allowed || cost == 0: // a new key is never inserted by a read or a deny
+	default:
+		if err := s.reserve(sh, now, tokenEntryBytes); err != nil {
+			return bucket.Result{}, err
+		}
+		if sh.tokens == nil {
+			sh.tokens = make(map[uint64]bucket.TokenState)
+		}
+		sh.tokens[key] = next
+		sh.noteExpiry(next.ExpiresAt())
+	}
+	return res, nil
+}
+
+// takeWindow is Take for fixed and sliding windows; m points at the shard's
+// map for the algorithm and take is the algorithm.
+func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
+	take func(bucket.WindowState, bucket.Limit, int64, int64) (bucket.WindowState, bucket.Result, error),
+	key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, ok := (*m)[key]
+	in := old
+	if ok && old.ExpiresAt() <= now {
+		in = bucket.WindowState{}
+	}
+	next, res, err := take(in, l, now, cost)
+	switch {
+	case err != nil:
+		return bucket.Result{}, err
+	case windowIsZero(next, now):
+		if ok {
+			delete(*m, key)
+			s.forget(windowEntryBytes)
+		}
+	case ok:
+		if next != old {
+			(*m)[key] = next
+			sh.noteExpiry(next.ExpiresAt())
+		}
+	case !res.Allowed || cost == 0:
+	default:
+		if err := s.reserve(sh, now, windowEntryBytes); err != nil {
+			return bucket.Result{}, err
+		}
+		if *m == nil {
+			*m = make(map[uint64]bucket.WindowState)
+		}
+		(*m)[key] = next
+		sh.noteExpiry(next.ExpiresAt())
+	}
+	return res, nil
+}
+
+// takeLog is Take for sliding logs.
+func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, ok := sh.logs[key]
+	in := bucket.LogState{Entries: old.entries}
+	if ok && old.expiresAt() <= now {
+		in.Entries = old.entries[:0] // the zero state, reusing the array
+	}
+	// TakeLog may reuse in's array: old must not be read after this,
+	// except for its capacity (which only the estimate uses).
+	oldBytes := logBytes(old.entries)
+	next, res, err := bucket.TakeLog(in, l, now, cost)
+	if err != nil {
+		return bucket.Result{}, err // the state is left unchanged
+	}
+	st := logState{entries: next.Entries, period: int64(l.Period)}
+	switch {
+	case st.isZero(now):
+		if ok {
+			delete(sh.logs, key)
+			s.forget(oldBytes)
+		}
+	case ok:
+		st.entries = compact(st.entries)
+		sh.logs[key] = st
+		s.bytes.Add(logBytes(st.entries) - oldBytes)
+		sh.noteExpiry(st.expiresAt())
+	case !res.Allowed || cost == 0:
+	default:
+		st.entries = compact(st.entries)
+		if err := s.reserve(sh, now, logBytes(st.entries)); err != nil {
+			return bucket.Result{}, err
+		}
+		if sh.logs == nil {
+			sh.logs = make(map[uint64]logState)
+		}
+		sh.logs[key] = st
+		sh.noteExpiry(st.expiresAt())
+	}
+	return res, nil
+}
+
+// compactMinCap is the capacity under which compact leaves slices alone.
+const compactMinCap = 32
+
+// compact copies s into a right-sized array when at most a quarter of its
+// capacity is used, so that a log or lease set that shrank returns memory.
+func compact[T any](s []T) []T {
+	if cap(s) > compactMinCap && len(s) <= cap(s)/4 {
+		return slices.Clone(s)
+	}
+	return s
+}
+
+// nextLeaseID returns a new lease ID for shard idx (whose lock the caller
+// holds): the shard's sequence shifted left by log2(Shards), with the shard
+// index in the low bits, so IDs are unique across shards; never 0.
+func (s *Store) nextLeaseID(sh *shard, idx uint64) uint64 {
+	shardBits := 64 - s.shift
+	for {
+		sh.leaseSeq++
+		// With one shard shardBits is 0 and idx is 0.
+		if id := sh.leaseSeq<<shardBits | idx; id != 0 {
+			return id
+		}
+	}
+}
+
+// acquire is Acquire on shard idx. With renew set it only renews the live
+// lease id (see Store.Renew), reporting ok false when there is none;
+// otherwise it generates a new lease ID and ok is the acquire's outcome.
+func (s *Store) acquire(sh *shard, idx, key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, renew bool, id uint64) (leaseID uint64, res bucket.Result, ok bool, err error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, found := sh.leases[key]
+	in := old
+	if found && old.ExpiresAt() <= now {
+		in.Leases = old.Leases[:0]
+	}
+	if renew {
+		if !holds(in.Leases, id, now) {
+			// Nothing to renew: report usage, change nothing (a read
+			// may drop lapsed leases, which is lossless).
+			cost = 0
+		}
+	} else {
+		id = s.nextLeaseID(sh, idx)
+	}
+	oldBytes := leaseBytes(old.Leases)
+	next, res, err := bucket.Acquire(in, l, now, cost, id, ttl)
+	if err != nil {
+		return 0, bucket.Result{}, false, err // the state is left unchanged
+	}
+	ok = res.Allowed && cost > 0
+	switch {
+	case leasesIsZero(next, now):
+		if found {
+			delete(sh.leases, key)
+			s.forget(oldBytes)
+		}
+	case found:
+		next.Leases = compact(next.Leases)
+		sh.leases[key] = next
+		s.bytes.Add(leaseBytes(next.Leases) - oldBytes)
+		sh.noteExpiry(next.ExpiresAt())
+	case !ok:
+	default:
+		next.Leases = compact(next.Leases)
+		if err := s.reserve(sh, now, leaseBytes(next.Leases)); err != nil {
+			return 0, bucket.Result{}, false, err
+		}
+		if sh.leases == nil {
+			sh.leases = make(map[uint64]bucket.LeaseState)
+		}
+		sh.leases[key] = next
+		sh.noteExpiry(next.ExpiresAt())
+	}
+	if !ok {
+		id = 0
+	}
+	return id, res, ok, nil
+}
+
+// holds reports whether leases has a live lease with identifier id at now.
+func holds(leases []bucket.Lease, id uint64, now int64) bool {
+	for _, le := range leases {
+		if le.ID == id && le.Expires > now {
+			return true
+		}
+	}
+	return false
+}
+
+// release is Release on sh.
+func (s *Store) release(sh *shard, key uint64, l bucket.Limit, now int64, id uint64) (bool, bucket.Result, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, found := sh.leases[key]
+	in := old
+	if found && old.ExpiresAt() <= now {
+		in.Leases = old.Leases[:0]
+	}
+	oldBytes := leaseBytes(old.Leases)
+	next, res, released := bucket.Release(in, l, now, id)
+	if !found {
+		return released, res, nil // never insert
+	}
+	if leasesIsZero(next, now) {
+		delete(sh.leases, key)
+		s.forget(oldBytes)
+	} else {
+		next.Leases = compact(next.Leases)
+		sh.leases[key] = next
+		s.bytes.Add(leaseBytes(next.Leases) - oldBytes)
+		sh.noteExpiry(next.ExpiresAt())
+	}
+	return released, res, nil
+}
