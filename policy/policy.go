@@ -1,0 +1,62 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-rl/sluice/bucket"
+)
+
+// FailureMode says what a node does for a limit when the key's owner is
+// unreachable.
+type FailureMode uint8
+
+// Failure modes. The zero value means FailLocal.
+const (
+	// FailLocal answers from a conservative local share of the limit.
+	FailLocal FailureMode = iota
+	// FailDeny denies (fail closed).
+	FailDeny
+	// FailAllow allows everything (fail open, unbounded). Discouraged.
+	FailAllow
+)
+
+var failureModeNames = [...]string{FailLocal: "local", FailDeny: "deny", FailAllow: "allow"}
+
+// String returns "local", "deny" or "allow".
+func (m FailureMode) String() string {
+	if int(m) < len(failureModeNames) {
+		return failureModeNames[m]
+	}
+	return fmt.Sprintf("failure_mode(%d)", uint8(m))
+}
+
+// ErrUnknownFailureMode is returned by ParseFailureMode.
+var ErrUnknownFailureMode = errors.New("policy: unknown failure mode")
+
+// ErrInvalid marks a policy file or policy that fails validation.
+var ErrInvalid = errors.New("policy: invalid")
+
+// ParseFailureMode maps "local", "deny" or "allow" to a FailureMode; the empty
+// string is FailLocal.
+func ParseFailureMode(s string) (FailureMode, error) {
+	if s == "" {
+		return FailLocal, nil
+	}
+	for m, name := range failureModeNames {
+		if name == s {
+			return FailureMode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q (want local, deny or allow)", ErrUnknownFailureMode, s)
+}
+
+// Policy is a named limit.
+type Policy struct {
+	// Name identifies the policy in checks and in the RateLimit-Policy header.
+	Name string
+	// Limit is the limit definition; it has passed Validate.
+	Limit bucket.Limit
+	// FailureMode applies when the key's owner is unreachable.
+	FailureMode FailureMode
+}
