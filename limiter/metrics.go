@@ -1,0 +1,73 @@
+package limiter
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// metrics are the limiter's Prometheus metrics. There are no per-key labels.
+type metrics struct {
+	// checks[algorithm][outcome]
+	checks [bucket.Concurrency + 1][3]prometheus.Counter
+}
+
+const (
+	outcomeAllowed = iota
+	outcomeDenied
+	outcomeError
+)
+
+// newMetrics registers the metrics on reg. A nil reg keeps them unregistered.
+func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
+	m := &metrics{}
+	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice",
+		Name:      "checks_total",
+		Help:      "Decisions by algorithm and result (allowed, denied, error).",
+	}, []string{"algorithm", "result"})
+	for a := bucket.TokenBucket; a <= bucket.Concurrency; a++ {
+		for o, name := range []string{"allowed", "denied", "error"} {
+			m.checks[a][o] = checks.WithLabelValues(a.String(), name)
+		}
+	}
+	if reg == nil {
+		return m, nil
+	}
+	cs := []prometheus.Collector{
+		checks,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "store_keys",
+			Help: "Keys held in the node's store.",
+		}, func() float64 { return float64(st.Stats().Keys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "store_bytes",
+			Help: "Estimated bytes of limit state held in the node's store.",
+		}, func() float64 { return float64(st.Stats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "store_refused_keys_total",
+			Help: "New keys refused because the store reached its memory cap.",
+		}, func() float64 { return float64(st.Stats().Refused) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// observe counts one decision.
+func (m *metrics) observe(a bucket.Algorithm, r *Result) {
+	o := outcomeAllowed
+	switch {
+	case r.Err != nil:
+		o = outcomeError
+	case !r.Allowed:
+		o = outcomeDenied
+	}
+	if a <= bucket.Concurrency {
+		m.checks[a][o].Inc()
+	}
+}

@@ -1,0 +1,131 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// Bounds on requests.
+const (
+	// MaxKeyBytes is the longest key accepted.
+	MaxKeyBytes = 1024
+	// MaxItems is the most items accepted in one Check call.
+	MaxItems = 1000
+	// MaxCost bounds a single item's cost.
+	MaxCost = bucket.MaxLimit
+	// DefaultLeaseTTL is the lease lifetime when a request gives none.
+	DefaultLeaseTTL = time.Minute
+	// MaxLeaseTTL is the longest lease lifetime accepted.
+	MaxLeaseTTL = 24 * time.Hour
+)
+
+// Sentinel errors. Errors returned by this package wrap one of them.
+var (
+	// ErrInvalid marks a request that is malformed; it is never retried.
+	ErrInvalid = errors.New("limiter: invalid request")
+	// ErrUnknownPolicy marks a request that names a policy that is not configured.
+	ErrUnknownPolicy = errors.New("limiter: unknown policy")
+	// ErrInlineDisabled marks an inline limit where the policy file forbids them.
+	ErrInlineDisabled = errors.New("limiter: inline limits are disabled")
+)
+
+// Request is one item of a Check: may Key spend Cost units under a limit?
+type Request struct {
+	// Key is the limited identity, e.g. "user:42"; 1..MaxKeyBytes bytes.
+	Key string
+	// Policy names a configured policy. When empty, Limit applies.
+	Policy string
+	// Limit is an inline limit, used when Policy is empty.
+	Limit bucket.Limit
+	// FailureMode goes with an inline Limit.
+	FailureMode policy.FailureMode
+	// Cost is the number of units to spend; 0 reads usage.
+	Cost int64
+}
+
+// AcquireRequest asks for a lease on a concurrency limit.
+type AcquireRequest struct {
+	Request
+	// TTL is the lease lifetime; 0 means DefaultLeaseTTL.
+	TTL time.Duration
+}
+
+// ReleaseRequest returns a lease.
+type ReleaseRequest struct {
+	Request
+	// LeaseID is the identifier Acquire returned.
+	LeaseID string
+}
+
+// Source says where an answer came from.
+type Source uint8
+
+// Sources of an answer.
+const (
+	SourceOwner Source = iota + 1
+	SourceGrant
+	SourceFallback
+)
+
+var sourceNames = [...]string{SourceOwner: "owner", SourceGrant: "grant", SourceFallback: "fallback"}
+
+// String returns "owner", "grant" or "fallback".
+func (s Source) String() string {
+	if int(s) < len(sourceNames) && sourceNames[s] != "" {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// Result is the answer to one Request.
+type Result struct {
+	bucket.Result
+	// Policy is the name of the policy that applied, or "" for an inline limit.
+	Policy string
+	// Period is the period of the limit that applied.
+	Period time.Duration
+	// Source says where the answer came from.
+	Source Source
+	// Owner is the name of the node that owns the key.
+	Owner string
+	// Err is set when the item could not be evaluated (e.g. the store is
+	// full: it wraps store.ErrFull). Allowed is then false.
+	Err error
+}
+
+// Lease is the answer to an Acquire.
+type Lease struct {
+	Result
+	// ID identifies the lease for Release; empty when denied.
+	ID string
+	// ExpiresAfter is the lease's lifetime.
+	ExpiresAfter time.Duration
+}
+
+// FieldError is a validation error of one item of a request. Field is
+// relative to the item ("key", "limit", "period", "burst", "algorithm",
+// "cost", "policy", "ttl", "lease_id"); Index is the item's position.
+type FieldError struct {
+	Index  int
+	Field  string
+	Reason string
+	Err    error
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("item %d: %s: %s", e.Index, e.Field, e.Reason)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// tooManyItems reports a Check with more than MaxItems items.
+func tooManyItems(n int) error {
+	if n == 0 {
+		return &FieldError{Index: -1, Field: "items", Reason: "must not be empty", Err: ErrInvalid}
+	}
+	return &FieldError{Index: -1, Field: "items", Reason: fmt.Sprintf("%d items, at most %d per call", n, MaxItems), Err: ErrInvalid}
+}
