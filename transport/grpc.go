@@ -1,0 +1,308 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/policy"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// Service is what the gRPC API needs from the limiter. (*limiter.Limiter
+// satisfies it.) Implementations must be safe for concurrent use.
+type Service interface {
+	Checker
+	Acquire(ctx context.Context, req limiter.AcquireRequest) (limiter.Lease, error)
+	Release(ctx context.Context, req limiter.ReleaseRequest) (bool, limiter.Result, error)
+}
+
+// GRPCConfig configures the gRPC API.
+type GRPCConfig struct {
+	// Service decides checks and leases.
+	Service Service
+	// Metrics records call latency; nil records nothing.
+	Metrics *Metrics
+	// ServerOptions are passed to grpc.NewServer (e.g. credentials later).
+	ServerOptions []grpc.ServerOption
+}
+
+// GRPC is the gRPC server with sluice.v1, grpc.health.v1 and reflection.
+type GRPC struct {
+	// Server is the underlying server; register more services on it before serving.
+	Server *grpc.Server
+	// Health is the health service; the node flips it to NOT_SERVING on shutdown.
+	Health *health.Server
+}
+
+// NewGRPC builds the gRPC server.
+func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("transport: GRPCConfig.Service is required")
+	}
+	m := cfg.Metrics
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(nil); err != nil {
+			return nil, err
+		}
+	}
+	srv := grpc.NewServer(cfg.ServerOptions...)
+	api := &rateLimiterServer{svc: cfg.Service,
+		obsCheck:   m.observer("grpc", "Check"),
+		obsAcquire: m.observer("grpc", "Acquire"),
+		obsRelease: m.observer("grpc", "Release"),
+	}
+	sluicev1.RegisterRateLimiterServer(srv, api)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(sluicev1.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return &GRPC{Server: srv, Health: hs}, nil
+}
+
+// rateLimiterServer implements sluicev1.RateLimiterServer over a Service.
+type rateLimiterServer struct {
+	sluicev1.UnimplementedRateLimiterServer
+	svc                              Service
+	obsCheck, obsAcquire, obsRelease interface{ Observe(float64) }
+}
+
+func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluicev1.CheckResponse, error) {
+	start := time.Now()
+	defer func() { s.obsCheck.Observe(time.Since(start).Seconds()) }()
+	items := req.GetItems()
+	if len(items) > limiter.MaxItems {
+		return nil, invalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), limiter.MaxItems))
+	}
+	reqs := make([]limiter.Request, len(items))
+	for i, it := range items {
+		if err := fromProtoItem(&reqs[i], it.GetKey(), it.GetLimit(), it.GetPolicy(), it.Cost); err != nil {
+			return nil, invalidArgument(fmt.Sprintf("items[%d].%s", i, err.field), err.reason)
+		}
+	}
+	results, err := s.svc.Check(ctx, reqs, make([]limiter.Result, 0, len(reqs)))
+	if err != nil {
+		return nil, grpcError("items", err)
+	}
+	// One allocation each for the results and their durations.
+	out := make([]sluicev1.CheckResult, len(results))
+	durs := make([]durationpb.Duration, 2*len(results))
+	resp := &sluicev1.CheckResponse{Results: make([]*sluicev1.CheckResult, len(results))}
+	for i := range results {
+		r := &results[i]
+		o := &out[i]
+		o.Allowed = r.Allowed
+		o.Limit = r.Limit
+		o.Remaining = r.Remaining
+		o.ResetAfter = setDuration(&durs[2*i], r.ResetAfter)
+		o.RetryAfter = setDuration(&durs[2*i+1], r.RetryAfter)
+		o.Source = toProtoSource(r.Source)
+		o.Owner = r.Owner
+		if r.Err != nil {
+			o.Error = &sluicev1.ItemError{Code: int32(itemCode(r.Err)), Message: r.Err.Error()}
+		}
+		resp.Results[i] = o
+	}
+	return resp, nil
+}
+
+func (s *rateLimiterServer) Acquire(ctx context.Context, req *sluicev1.AcquireRequest) (*sluicev1.AcquireResponse, error) {
+	start := time.Now()
+	defer func() { s.obsAcquire.Observe(time.Since(start).Seconds()) }()
+	var ar limiter.AcquireRequest
+	if err := fromProtoItem(&ar.Request, req.GetKey(), req.GetLimit(), req.GetPolicy(), req.Cost); err != nil {
+		return nil, invalidArgument(err.field, err.reason)
+	}
+	if req.GetLimit() != nil && req.GetLimit().GetAlgorithm() == sluicev1.Algorithm_ALGORITHM_UNSPECIFIED {
+		ar.Limit.Algorithm = bucket.Concurrency
+	}
+	if req.Ttl != nil {
+		if err := req.Ttl.CheckValid(); err != nil {
+			return nil, invalidArgument("ttl", err.Error())
+		}
+		ar.TTL = req.Ttl.AsDuration()
+	}
+	lease, err := s.svc.Acquire(ctx, ar)
+	if err != nil {
+		return nil, grpcError("", err)
+	}
+	if lease.Err != nil {
+		return nil, status.Error(itemCode(lease.Err), lease.Err.Error())
+	}
+	return &sluicev1.AcquireResponse{
+		Allowed:      lease.Allowed,
+		LeaseId:      lease.ID,
+		Limit:        lease.Limit,
+		Remaining:    lease.Remaining,
+		ExpiresAfter: durationpb.New(lease.ExpiresAfter),
+		RetryAfter:   durationpb.New(lease.RetryAfter),
+		Source:       toProtoSource(lease.Source),
+		Owner:        lease.Owner,
+	}, nil
+}
+
+func (s *rateLimiterServer) Release(ctx context.Context, req *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+	start := time.Now()
+	defer func() { s.obsRelease.Observe(time.Since(start).Seconds()) }()
+	var rr limiter.ReleaseRequest
+	if err := fromProtoItem(&rr.Request, req.GetKey(), req.GetLimit(), req.GetPolicy(), nil); err != nil {
+		return nil, invalidArgument(err.field, err.reason)
+	}
+	if req.GetLimit() != nil && req.GetLimit().GetAlgorithm() == sluicev1.Algorithm_ALGORITHM_UNSPECIFIED {
+		rr.Limit.Algorithm = bucket.Concurrency
+	}
+	rr.LeaseID = req.GetLeaseId()
+	ok, res, err := s.svc.Release(ctx, rr)
+	if err != nil {
+		return nil, grpcError("", err)
+	}
+	if res.Err != nil {
+		return nil, status.Error(itemCode(res.Err), res.Err.Error())
+	}
+	return &sluicev1.ReleaseResponse{Released: ok, Remaining: res.Remaining}, nil
+}
+
+// protoFieldError names a field of a proto item that failed to convert.
+type protoFieldError struct{ field, reason string }
+
+// fromProtoItem converts the common fields of a check, acquire or release.
+// A nil cost means 1.
+func fromProtoItem(dst *limiter.Request, key string, l *sluicev1.Limit, pol string, cost *int64) *protoFieldError {
+	dst.Key = key
+	dst.Policy = pol
+	dst.Cost = 1
+	if cost != nil {
+		dst.Cost = *cost
+	}
+	if pol != "" || l == nil {
+		if pol == "" {
+			return &protoFieldError{"limit", "one of limit or policy is required"}
+		}
+		return nil
+	}
+	switch l.GetAlgorithm() {
+	case sluicev1.Algorithm_ALGORITHM_UNSPECIFIED, sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET:
+		dst.Limit.Algorithm = bucket.TokenBucket
+	case sluicev1.Algorithm_ALGORITHM_SLIDING_WINDOW:
+		dst.Limit.Algorithm = bucket.SlidingWindow
+	case sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW:
+		dst.Limit.Algorithm = bucket.FixedWindow
+	case sluicev1.Algorithm_ALGORITHM_SLIDING_LOG:
+		dst.Limit.Algorithm = bucket.SlidingLog
+	case sluicev1.Algorithm_ALGORITHM_CONCURRENCY:
+		dst.Limit.Algorithm = bucket.Concurrency
+	default:
+		return &protoFieldError{"limit.algorithm", fmt.Sprintf("unknown algorithm %d", l.GetAlgorithm())}
+	}
+	switch l.GetFailureMode() {
+	case sluicev1.FailureMode_FAILURE_MODE_UNSPECIFIED, sluicev1.FailureMode_FAILURE_MODE_LOCAL:
+		dst.FailureMode = policy.FailLocal
+	case sluicev1.FailureMode_FAILURE_MODE_DENY:
+		dst.FailureMode = policy.FailDeny
+	case sluicev1.FailureMode_FAILURE_MODE_ALLOW:
+		dst.FailureMode = policy.FailAllow
+	default:
+		return &protoFieldError{"limit.failure_mode", fmt.Sprintf("unknown failure mode %d", l.GetFailureMode())}
+	}
+	dst.Limit.Limit = l.GetLimit()
+	dst.Limit.Burst = l.GetBurst()
+	if p := l.GetPeriod(); p != nil {
+		if err := p.CheckValid(); err != nil {
+			return &protoFieldError{"limit.period", err.Error()}
+		}
+		dst.Limit.Period = p.AsDuration()
+	}
+	return nil
+}
+
+// protoFields maps limiter field names to their paths in the proto messages.
+var protoFields = map[string]string{
+	"limit":     "limit.limit",
+	"period":    "limit.period",
+	"burst":     "limit.burst",
+	"algorithm": "limit.algorithm",
+}
+
+// grpcError maps a limiter error to a gRPC status. Validation errors become
+// InvalidArgument with a BadRequest detail naming the field; prefix is the
+// repeated field holding items ("items" for Check, "" for single calls).
+func grpcError(prefix string, err error) error {
+	var fe *limiter.FieldError
+	if errors.As(err, &fe) {
+		field := fe.Field
+		if p, ok := protoFields[field]; ok {
+			field = p
+		}
+		if prefix != "" {
+			if fe.Index >= 0 {
+				field = fmt.Sprintf("%s[%d].%s", prefix, fe.Index, field)
+			} else if field == "items" {
+				field = prefix
+			}
+		}
+		return invalidArgument(field, fe.Reason)
+	}
+	if errors.Is(err, context.Canceled) {
+		return status.Error(codes.Canceled, err.Error())
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(itemCode(err), err.Error())
+}
+
+// invalidArgument builds an InvalidArgument status naming field.
+func invalidArgument(field, reason string) error {
+	st := status.New(codes.InvalidArgument, field+": "+reason)
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: reason}}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// itemCode maps a per-item error to a gRPC code.
+func itemCode(err error) codes.Code {
+	switch {
+	case errors.Is(err, store.ErrFull):
+		return codes.ResourceExhausted
+	case errors.Is(err, bucket.ErrCostExceedsCapacity), errors.Is(err, bucket.ErrNegativeCost):
+		return codes.InvalidArgument
+	default:
+		return codes.Internal
+	}
+}
+
+// setDuration fills a preallocated Duration.
+func setDuration(dst *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	dst.Seconds = int64(d / time.Second)
+	dst.Nanos = int32(d % time.Second)
+	return dst
+}
+
+// toProtoSource maps a limiter source to the wire enum.
+func toProtoSource(s limiter.Source) sluicev1.Source {
+	switch s {
+	case limiter.SourceOwner:
+		return sluicev1.Source_SOURCE_OWNER
+	case limiter.SourceGrant:
+		return sluicev1.Source_SOURCE_GRANT
+	case limiter.SourceFallback:
+		return sluicev1.Source_SOURCE_FALLBACK
+	}
+	return sluicev1.Source_SOURCE_UNSPECIFIED
+}

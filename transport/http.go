@@ -1,0 +1,464 @@
+package transport
+
+// The HTTP/JSON API.
+//
+// Routes:
+//
+//	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...]}
+//	GET|POST /v1/check?key=K&policy=P            (no body: nginx auth_request, Traefik ForwardAuth)
+//	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming)
+//	GET  /healthz, /readyz, /metrics
+//
+// A check item names a policy ("policy") or carries an inline limit
+// ("limit", "period", "burst", "algorithm", "failure_mode"), never both.
+// "cost" defaults to 1; 0 reads. The answer is 200 when every item is
+// allowed, 429 (or deny_status) when one is denied, and 503 when one could
+// not be evaluated (its result carries "error"); every check or usage answer
+// carries RateLimit headers describing the most restrictive item (see
+// ratelimit_headers.go). Invalid input is a 400 whose JSON body names the
+// field: {"error":"checks[0].limit: must be > 0","field":"checks[0].limit"}.
+//
+// Query-string checks take key, key_header, policy, limit, period, burst,
+// algorithm, cost, failure_mode and deny_status; unknown parameters are an
+// error (they are usually typos). When key is absent or empty, key_header
+// names a request header whose first comma-separated value is the key.
+// deny_status (401, 403 or 429) replaces the 429 of a deny; it is also
+// accepted on a JSON POST.
+//
+// # nginx auth_request
+//
+// nginx treats only 2xx (allow), 401 and 403 (deny) as answers from an
+// auth_request subrequest; anything else, 429 included, becomes a 500. So
+// ask for deny_status=403 and turn that 403 back into a 429:
+//
+//	upstream sluice {
+//	    server 127.0.0.1:8080;
+//	    keepalive 16;
+//	}
+//
+//	server {
+//	    location /api/ {
+//	        auth_request /_sluice;
+//	        auth_request_set $sluice_retry_after $upstream_http_retry_after;
+//	        auth_request_set $sluice_ratelimit $upstream_http_ratelimit;
+//	        auth_request_set $sluice_ratelimit_policy $upstream_http_ratelimit_policy;
+//	        add_header RateLimit $sluice_ratelimit always;
+//	        add_header RateLimit-Policy $sluice_ratelimit_policy always;
+//	        error_page 403 = @sluice_denied;
+//	        proxy_pass http://backend;
+//	    }
+//
+//	    location = /_sluice {
+//	        internal;
+//	        proxy_method GET;
+//	        proxy_pass_request_body off;
+//	        proxy_set_header Content-Length "";
+//	        proxy_set_header X-Sluice-Key $binary_remote_addr;   # or $http_x_api_key, ...
+//	        proxy_http_version 1.1;
+//	        proxy_set_header Connection "";
+//	        proxy_pass http://sluice/v1/check?policy=api&key_header=X-Sluice-Key&deny_status=403;
+//	    }
+//
+//	    location @sluice_denied {
+//	        add_header Retry-After $sluice_retry_after always;
+//	        add_header RateLimit $sluice_ratelimit always;
+//	        add_header RateLimit-Policy $sluice_ratelimit_policy always;
+//	        return 429;
+//	    }
+//	}
+//
+// ($remote_addr works as well as $binary_remote_addr; the binary form is
+// shorter. The key travels in a header rather than the URL so that it needs
+// no escaping.)
+//
+// # Traefik ForwardAuth
+//
+// Traefik sends a body-less GET and, on any non-2xx answer, returns
+// Sluice's answer (429, Retry-After and RateLimit headers) to the client as
+// is. It sets X-Forwarded-For to the client address (mind trustForwardHeader
+// and the entry point's forwardedHeaders.trustedIPs, or the first value is
+// whatever the client claims):
+//
+//	http:
+//	  middlewares:
+//	    sluice-api:
+//	      forwardAuth:
+//	        address: "http://sluice:8080/v1/check?policy=api&key_header=X-Forwarded-For"
+//	        authResponseHeaders:
+//	          - RateLimit
+//	          - RateLimit-Policy
+//
+// or, as Docker labels:
+//
+//	traefik.http.middlewares.sluice-api.forwardauth.address=http://sluice:8080/v1/check?policy=api&key_header=X-Forwarded-For
+//
+// To limit per API key instead, use key_header=X-Api-Key (or whatever header
+// carries it); a missing header is a 400, which Traefik passes on.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// Checker is what the HTTP API needs from the limiter. (*limiter.Limiter
+// satisfies it.) Implementations must be safe for concurrent use.
+type Checker interface {
+	Check(ctx context.Context, reqs []limiter.Request, out []limiter.Result) ([]limiter.Result, error)
+}
+
+// HTTPConfig configures the HTTP API.
+type HTTPConfig struct {
+	// Checker decides checks; required.
+	Checker Checker
+	// Gatherer is served at /metrics; nil answers 404 there.
+	Gatherer prometheus.Gatherer
+	// Metrics records request latency (transport="http", method = route
+	// name: check, usage, healthz, readyz, metrics); nil records nothing.
+	Metrics *Metrics
+	// Ready reports readiness for /readyz; nil means always ready.
+	Ready func() bool
+	// Logger receives unexpected errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// MaxBodyBytes bounds the body of an HTTP request.
+const MaxBodyBytes = 1 << 20
+
+// httpAPI is the handler NewHTTPHandler returns.
+type httpAPI struct {
+	checker Checker
+	metrics http.Handler
+	ready   func() bool
+	log     *slog.Logger
+
+	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics prometheus.Observer
+}
+
+// NewHTTPHandler returns the HTTP API. It panics if cfg.Checker is nil.
+func NewHTTPHandler(cfg HTTPConfig) http.Handler {
+	if cfg.Checker == nil {
+		panic("transport: HTTPConfig.Checker is required")
+	}
+	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Gatherer != nil {
+		a.metrics = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
+	}
+	if m := cfg.Metrics; m != nil {
+		a.obsCheck = m.observer("http", "check")
+		a.obsUsage = m.observer("http", "usage")
+		a.obsHealthz = m.observer("http", "healthz")
+		a.obsReadyz = m.observer("http", "readyz")
+		a.obsMetrics = m.observer("http", "metrics")
+	}
+	return a
+}
+
+// ServeHTTP routes a request. The routes are few and fixed, so a switch
+// beats a mux and keeps 404 and 405 answers in JSON.
+func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var obs prometheus.Observer
+	switch r.URL.Path {
+	case "/v1/check":
+		obs = a.obsCheck
+		if allowMethods(w, r, http.MethodGet, http.MethodHead, http.MethodPost) {
+			a.serveCheck(w, r)
+		}
+	case "/v1/usage":
+		obs = a.obsUsage
+		if allowMethods(w, r, http.MethodGet, http.MethodHead) {
+			a.serveUsage(w, r)
+		}
+	case "/healthz":
+		obs = a.obsHealthz
+		if allowMethods(w, r, http.MethodGet, http.MethodHead) {
+			writeJSON(w, http.StatusOK, statusOK)
+		}
+	case "/readyz":
+		obs = a.obsReadyz
+		if allowMethods(w, r, http.MethodGet, http.MethodHead) {
+			if a.ready == nil || a.ready() {
+				writeJSON(w, http.StatusOK, statusReady)
+			} else {
+				writeJSON(w, http.StatusServiceUnavailable, statusNotReady)
+			}
+		}
+	case "/metrics":
+		obs = a.obsMetrics
+		if a.metrics == nil {
+			writeError(w, &httpError{status: http.StatusNotFound, msg: "metrics are not enabled"})
+		} else if allowMethods(w, r, http.MethodGet, http.MethodHead) {
+			a.metrics.ServeHTTP(w, r)
+		}
+	default:
+		writeError(w, &httpError{status: http.StatusNotFound, msg: "no route " + strconv.Quote(r.URL.Path)})
+	}
+	if obs != nil {
+		since(obs, start)
+	}
+}
+
+// allowMethods answers 405 unless r's method is one of methods.
+func allowMethods(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	allow := strings.Join(methods, ", ")
+	w.Header().Set("Allow", allow)
+	writeError(w, &httpError{status: http.StatusMethodNotAllowed,
+		msg: fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)})
+	return false
+}
+
+var (
+	statusOK       = json.RawMessage(`{"status":"ok"}`)
+	statusReady    = json.RawMessage(`{"status":"ready"}`)
+	statusNotReady = json.RawMessage(`{"status":"not ready"}`)
+)
+
+// serveCheck answers /v1/check: a JSON body of checks, or (no body) one
+// check described by the query string.
+func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
+	q, herr := parseQuery(r.URL.RawQuery)
+	if herr != nil {
+		writeError(w, herr)
+		return
+	}
+	var body *bytes.Buffer
+	if r.Method == http.MethodPost {
+		if body, herr = readBody(w, r); herr != nil {
+			writeError(w, herr)
+			return
+		}
+		defer putBuffer(body)
+	}
+	denyStatus, herr := parseDenyStatus(q)
+	if herr != nil {
+		writeError(w, herr)
+		return
+	}
+	var (
+		reqs  []limiter.Request
+		inURL bool
+	)
+	if body != nil && len(bytes.TrimSpace(body.Bytes())) > 0 {
+		if herr = onlyParams(q, checkBodyParams); herr == nil {
+			reqs, herr = decodeCheckBody(body.Bytes())
+		}
+	} else if r.Method == http.MethodPost && len(q) == 0 {
+		herr = &httpError{status: http.StatusBadRequest, field: "body",
+			msg: `body: empty; send {"checks":[...]} or describe one check in the query string (key, policy, ...)`}
+	} else {
+		inURL = true
+		reqs = make([]limiter.Request, 1)
+		herr = requestFromQuery(q, r.Header, checkParams, 1, &reqs[0])
+	}
+	if herr != nil {
+		writeError(w, herr)
+		return
+	}
+	results, err := a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, len(reqs)))
+	if err != nil {
+		writeError(w, a.checkError(err, inURL, q))
+		return
+	}
+	status := http.StatusOK
+	for i := range results {
+		if results[i].Err != nil {
+			status = http.StatusServiceUnavailable
+			break
+		}
+		if !results[i].Allowed {
+			status = denyStatus
+		}
+	}
+	setRateLimitHeaders(w.Header(), results)
+	out := checkResponseJSON{Results: make([]resultJSON, len(results))}
+	for i := range results {
+		toResultJSON(&out.Results[i], &results[i])
+	}
+	writeJSON(w, status, &out)
+}
+
+// serveUsage answers /v1/usage: a cost-0 check described by the query
+// string. It never consumes, so a deny cannot happen and the answer is 200
+// (or 503 when the item could not be evaluated).
+func (a *httpAPI) serveUsage(w http.ResponseWriter, r *http.Request) {
+	q, herr := parseQuery(r.URL.RawQuery)
+	if herr != nil {
+		writeError(w, herr)
+		return
+	}
+	reqs := make([]limiter.Request, 1)
+	if herr := requestFromQuery(q, r.Header, usageParams, 0, &reqs[0]); herr != nil {
+		writeError(w, herr)
+		return
+	}
+	results, err := a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, 1))
+	if err != nil {
+		writeError(w, a.checkError(err, true, q))
+		return
+	}
+	if len(results) != 1 {
+		a.log.Error("http: checker returned the wrong number of results", "want", 1, "got", len(results))
+		writeError(w, &httpError{status: http.StatusInternalServerError, msg: "internal error"})
+		return
+	}
+	res := &results[0]
+	status := http.StatusOK
+	if res.Err != nil {
+		status = http.StatusServiceUnavailable
+	}
+	setRateLimitHeaders(w.Header(), results)
+	out := usageJSON{Key: reqs[0].Key}
+	toResultJSON(&out.resultJSON, res)
+	if res.Err == nil {
+		out.Used = max(res.Limit-res.Remaining, 0)
+	}
+	writeJSON(w, status, &out)
+}
+
+// checkError maps an error from the Checker to an HTTP error. Validation
+// errors name the field as the client wrote it: "checks[i].field" for a
+// JSON body, the query parameter otherwise.
+func (a *httpAPI) checkError(err error, inURL bool, q url.Values) *httpError {
+	var fe *limiter.FieldError
+	switch {
+	case errors.As(err, &fe):
+		field := fe.Field
+		switch {
+		case inURL:
+			if field == "key" && q.Get("key") == "" && q.Get("key_header") != "" {
+				field = "key_header"
+			}
+		case fe.Index >= 0:
+			field = "checks[" + strconv.Itoa(fe.Index) + "]." + field
+		case field == "items":
+			field = "checks"
+		}
+		return badRequest(field, fe.Reason)
+	case errors.Is(err, limiter.ErrInvalid), errors.Is(err, limiter.ErrUnknownPolicy), errors.Is(err, limiter.ErrInlineDisabled):
+		field := "checks"
+		if inURL {
+			field = "query"
+		}
+		return badRequest(field, err.Error())
+	case errors.Is(err, context.Canceled):
+		return &httpError{status: http.StatusServiceUnavailable, msg: "request canceled"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &httpError{status: http.StatusGatewayTimeout, msg: "deadline exceeded"}
+	}
+	a.log.Error("http: check failed", "err", err)
+	return &httpError{status: http.StatusInternalServerError, msg: "internal error"}
+}
+
+// itemErrorCode names the class of a per-item error, after the gRPC code
+// the gRPC API uses for it.
+func itemErrorCode(err error) string {
+	switch {
+	case errors.Is(err, store.ErrFull):
+		return "resource_exhausted"
+	case errors.Is(err, bucket.ErrCostExceedsCapacity), errors.Is(err, bucket.ErrNegativeCost):
+		return "invalid_argument"
+	default:
+		return "internal"
+	}
+}
+
+// httpError is an error answer: {"error": msg, "field": field}.
+type httpError struct {
+	status int
+	field  string // may be empty
+	msg    string // the whole message, normally "field: reason"
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// badRequest builds a 400 naming field.
+func badRequest(field, reason string) *httpError {
+	return &httpError{status: http.StatusBadRequest, field: field, msg: field + ": " + reason}
+}
+
+// writeError writes e as JSON.
+func writeError(w http.ResponseWriter, e *httpError) {
+	writeJSON(w, e.status, &errorJSON{Error: e.msg, Field: e.field})
+}
+
+// writeJSON writes v as the JSON body of a status answer.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only a bug can get here: every value written is a plain struct.
+		buf.Reset()
+		buf.WriteString(`{"error":"internal error: encoding the answer failed"}` + "\n")
+		status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// readBody reads r's body, at most MaxBodyBytes of it, into a pooled
+// buffer that the caller returns with putBuffer.
+func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, *httpError) {
+	if r.ContentLength > MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	buf := getBuffer()
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		putBuffer(buf)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge()
+		}
+		return nil, badRequest("body", "reading the body: "+err.Error())
+	}
+	return buf, nil
+}
+
+func tooLarge() *httpError {
+	return &httpError{status: http.StatusRequestEntityTooLarge, field: "body",
+		msg: fmt.Sprintf("body: larger than %d bytes", MaxBodyBytes)}
+}
+
+var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuffer() *bytes.Buffer { return bufferPool.Get().(*bytes.Buffer) }
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() > 4*MaxBodyBytes {
+		return // do not pin huge buffers (a very large answer)
+	}
+	b.Reset()
+	bufferPool.Put(b)
+}
