@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/policy"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+)
+
+// limitFlags are the flags shared by check and usage.
+type limitFlags struct {
+	addr      listFlag
+	policy    string
+	limit     int64
+	period    periodFlag
+	burst     int64
+	algorithm string
+	failure   string
+	asJSON    bool
+	timeout   time.Duration
+}
+
+func (lf *limitFlags) register(fs *flag.FlagSet) {
+	fs.Var(&lf.addr, "addr", "comma-separated gRPC address(es) of Sluice nodes (default 127.0.0.1:8081)")
+	fs.StringVar(&lf.policy, "policy", "", "name of a configured policy (instead of --limit/--period)")
+	fs.Int64Var(&lf.limit, "limit", 0, "units per period")
+	fs.Var(&lf.period, "period", "period, e.g. 1s, 1m, 1h, 1d")
+	fs.Int64Var(&lf.burst, "burst", 0, "token bucket capacity (default: limit)")
+	fs.StringVar(&lf.algorithm, "algorithm", "token_bucket", "token_bucket, sliding_window, fixed_window, sliding_log or concurrency")
+	fs.StringVar(&lf.failure, "failure-mode", "local", "when the owner is unreachable: local, deny or allow")
+	fs.BoolVar(&lf.asJSON, "json", false, "print the result as JSON")
+	fs.DurationVar(&lf.timeout, "timeout", 2*time.Second, "call timeout")
+}
+
+// clientLimit converts the flags to a client limit.
+func (lf *limitFlags) clientLimit() (client.Limit, error) {
+	l := client.Limit{Limit: lf.limit, Period: time.Duration(lf.period), Burst: lf.burst}
+	v, ok := sluicev1.Algorithm_value["ALGORITHM_"+strings.ToUpper(lf.algorithm)]
+	if !ok {
+		return l, fmt.Errorf("--algorithm: unknown algorithm %q", lf.algorithm)
+	}
+	l.Algorithm = sluicev1.Algorithm(v)
+	m, err := policy.ParseFailureMode(lf.failure)
+	if err != nil {
+		return l, fmt.Errorf("--failure-mode: %w", err)
+	}
+	l.FailureMode = sluicev1.FailureMode(int32(m) + 1)
+	if lf.policy == "" {
+		if lf.limit == 0 {
+			return l, errors.New("--limit is required (or --policy)")
+		}
+		if lf.period == 0 && l.Algorithm != client.Concurrency {
+			return l, errors.New("--period is required (or --policy)")
+		}
+	}
+	return l, nil
+}
+
+func (lf *limitFlags) dial() (*client.Client, error) {
+	addrs := []string(lf.addr)
+	if len(addrs) == 0 {
+		addrs = []string{"127.0.0.1:8081"}
+	}
+	return client.New(client.Config{Addrs: addrs, Timeout: lf.timeout})
+}
+
+// periodFlag parses periods with policy.ParseDuration (Go syntax plus days).
+type periodFlag time.Duration
+
+func (p *periodFlag) String() string { return time.Duration(*p).String() }
+
+func (p *periodFlag) Set(s string) error {
+	d, err := policy.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*p = periodFlag(d)
+	return nil
+}
+
+// parseInterleaved parses flags that may come before or after one
+// positional argument, as in `sluice check KEY --limit 10`.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseWithEnv(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// resultJSON is the --json form of a result.
+type resultJSON struct {
+	Key        string `json:"key"`
+	Allowed    bool   `json:"allowed"`
+	Limit      int64  `json:"limit"`
+	Remaining  int64  `json:"remaining"`
+	ResetAfter string `json:"reset_after"`
+	RetryAfter string `json:"retry_after"`
+	Source     string `json:"source"`
+	Owner      string `json:"owner"`
+	Error      string `json:"error,omitempty"`
+}
+
+func printResult(w io.Writer, asJSON bool, key string, r client.Result, read bool) error {
+	if asJSON {
+		j := resultJSON{Key: key, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
+			ResetAfter: r.ResetAfter.String(), RetryAfter: r.RetryAfter.String(), Source: r.Source, Owner: r.Owner}
+		if r.Err != nil {
+			j.Error = r.Err.Error()
+		}
+		enc := json.NewEncoder(w)
+		return enc.Encode(j)
+	}
+	switch {
+	case r.Err != nil:
+		fmt.Fprintf(w, "error: %v\n", r.Err)
+	case read:
+		fmt.Fprintf(w, "%s: used %d of %d, remaining %d, resets in %s (source %s, owner %s)\n",
+			key, r.Limit-r.Remaining, r.Limit, r.Remaining, r.ResetAfter, r.Source, r.Owner)
+	case r.Allowed:
+		fmt.Fprintf(w, "allowed: remaining %d of %d, resets in %s (source %s, owner %s)\n",
+			r.Remaining, r.Limit, r.ResetAfter, r.Source, r.Owner)
+	default:
+		fmt.Fprintf(w, "denied: retry after %s, remaining %d of %d (source %s, owner %s)\n",
+			r.RetryAfter, r.Remaining, r.Limit, r.Source, r.Owner)
+	}
+	return nil
+}
+
+// runCheck spends units; exit 0 allowed, 1 denied, 2 error.
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sluice check [--addr HOST:PORT] KEY (--limit N --period D [--burst N] [--algorithm A] | --policy P) [--cost N] [--json]")
+		fs.PrintDefaults()
+	}
+	var lf limitFlags
+	lf.register(fs)
+	cost := fs.Int64("cost", 1, "units to spend")
+	describeEnv(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("want exactly one KEY, got %d arguments", len(pos))
+	}
+	if *cost <= 0 {
+		return errors.New("--cost: must be > 0 (use 'sluice usage' to read without spending)")
+	}
+	l, err := lf.clientLimit()
+	if err != nil {
+		return err
+	}
+	c, err := lf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Check(ctx, client.Item{Key: pos[0], Policy: lf.policy, Limit: l, Cost: *cost})
+	if err != nil {
+		return err
+	}
+	if err := printResult(stdout, lf.asJSON, pos[0], res[0], false); err != nil {
+		return err
+	}
+	if res[0].Err != nil {
+		return res[0].Err
+	}
+	if !res[0].Allowed {
+		return errDenied
+	}
+	return nil
+}
+
+// runUsage reads usage without spending.
+func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sluice usage [--addr HOST:PORT] KEY (--limit N --period D | --policy P) [--json]")
+		fs.PrintDefaults()
+	}
+	var lf limitFlags
+	lf.register(fs)
+	describeEnv(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("want exactly one KEY, got %d arguments", len(pos))
+	}
+	l, err := lf.clientLimit()
+	if err != nil {
+		return err
+	}
+	c, err := lf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Usage(ctx, pos[0], lf.policy, l)
+	if err != nil {
+		return err
+	}
+	if err := printResult(stdout, lf.asJSON, pos[0], res, true); err != nil {
+		return err
+	}
+	return res.Err
+}

@@ -1,0 +1,81 @@
+// Command sluice is the Sluice server and CLI: `sluice serve` runs a node;
+// `sluice check`, `sluice usage` and `sluice version` talk to one.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes of the check and usage commands.
+const (
+	exitAllowed = 0
+	exitDenied  = 1
+	exitError   = 2
+)
+
+// errDenied makes a command exit with exitDenied.
+var errDenied = errors.New("denied")
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"serve", "run a Sluice node", runServe},
+	{"check", "spend units of a key's limit (exit 0 allowed, 1 denied, 2 error)", runCheck},
+	{"usage", "read a key's usage without spending", runUsage},
+	{"version", "print the version", runVersion},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a subcommand and maps its error to an exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitError
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return exitAllowed
+		case errors.Is(err, errDenied):
+			return exitDenied
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		default:
+			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
+			return exitError
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitError
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: sluice <command> [flags]\n\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'sluice <command> -h' for a command's flags.")
+}

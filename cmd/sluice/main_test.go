@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe to write from the process's copier
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// sluiceBin is the binary built once for the process-level tests.
+var sluiceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", sluiceBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// server is a `sluice serve` process.
+type server struct {
+	cmd        *exec.Cmd
+	grpc, http string
+	stderr     *lockedBuffer
+	exited     chan struct{} // closed when the process has exited
+	waitErr    error
+}
+
+// startServer starts `sluice serve` with the given extra args; the HTTP
+// address is passed through its environment twin to exercise that path.
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	s := &server{grpc: freeAddr(t), http: freeAddr(t), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", "p1", "--grpc-addr", s.grpc}, args...)...)
+	s.cmd.Env = append(os.Environ(), "SLUICE_HTTP_ADDR="+s.http)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.waitErr = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.http + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready after 10s: %v\nstderr:\n%s", err, s.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sluice runs the CLI and returns its exit code and output.
+func sluice(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, args...)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("run sluice %v: %v", args, err)
+	}
+	return 0, string(out)
+}
+
+// Twelve runs of `sluice check` with --limit 10 --period 1h: ten exit 0,
+// then exit 1 with the retry-after printed. SIGTERM then stops the server
+// cleanly.
+func TestCheckTwelveTimes(t *testing.T) {
+	s := startServer(t)
+	for i := 1; i <= 12; i++ {
+		code, out := sluice(t, "check", "--addr", s.grpc, "cli:new-key", "--limit", "10", "--period", "1h")
+		want := 0
+		if i > 10 {
+			want = 1
+		}
+		if code != want {
+			t.Fatalf("run %d: exit %d, want %d; output: %s", i, code, want, out)
+		}
+		if want == 1 && !strings.Contains(out, "retry after") {
+			t.Fatalf("run %d: output lacks the retry-after: %s", i, out)
+		}
+	}
+	code, out := sluice(t, "usage", "--addr", s.grpc, "cli:new-key", "--limit", "10", "--period", "1h", "--json")
+	if code != 0 || !strings.Contains(out, `"remaining":0`) {
+		t.Fatalf("usage: exit %d, output %s", code, out)
+	}
+	// Bad input exits 2 and names the field.
+	code, out = sluice(t, "check", "--addr", s.grpc, "k", "--limit", "-1", "--period", "1h")
+	if code != 2 || !strings.Contains(out, "limit") {
+		t.Fatalf("limit -1: exit %d, output %s", code, out)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+		if s.waitErr != nil {
+			t.Fatalf("after SIGTERM: %v\nstderr:\n%s", s.waitErr, s.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no exit 15s after SIGTERM\nstderr:\n%s", s.stderr)
+	}
+}
+
+// SIGHUP reloads the policy file; a bad file keeps the old policies.
+func TestSighupReloadsPolicies(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("policies:\n  small:\n    limit: 1\n    period: 1h\n")
+	s := startServer(t, "--config", file)
+	checkPolicy := func(key, pol string) int {
+		code, _ := sluice(t, "check", "--addr", s.grpc, key, "--policy", pol)
+		return code
+	}
+	if c := checkPolicy("a", "small"); c != 0 {
+		t.Fatalf("first check under small: exit %d", c)
+	}
+	if c := checkPolicy("a", "small"); c != 1 {
+		t.Fatalf("second check under small: exit %d, want 1", c)
+	}
+	if c := checkPolicy("a", "big"); c != 2 {
+		t.Fatalf("unknown policy big: exit %d, want 2", c)
+	}
+	write("policies:\n  small:\n    limit: 1\n    period: 1h\n  big:\n    limit: 100\n    period: 1h\n")
+	_ = s.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "policy big loaded", func() bool { return checkPolicy("b", "big") == 0 })
+	write("policies:\n  big:\n    limit: -5\n")
+	_ = s.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "reload failure logged", func() bool { return strings.Contains(s.stderr.String(), "keeping the old policies") })
+	if c := checkPolicy("c", "big"); c != 0 {
+		t.Fatalf("after a bad reload, policy big: exit %d, want 0 (old policies kept)", c)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluice-rl/sluice/internal/version"
+	"github.com/sluice-rl/sluice/node"
+)
+
+// runServe parses the serve flags and runs a node until SIGTERM or SIGINT.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := node.DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var join listFlag
+	var logFormat, logLevel string
+	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "this node's name, unique in the cluster")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address")
+	fs.StringVar(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "gossip (memberlist) listen address")
+	fs.Var(&join, "join", "comma-separated host:port gossip seeds to join")
+	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies (SIGHUP reloads it)")
+	fs.Int64Var(&cfg.Store.MaxBytes, "store-max-bytes", cfg.Store.MaxBytes, "memory cap of stored limit state in bytes; new keys beyond it are refused (0: no cap)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long to drain in-flight calls on SIGTERM")
+	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	describeEnv(fs)
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg.Join = join
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch logFormat {
+	case "text":
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, hopts))
+	case "json":
+		cfg.Logger = slog.New(slog.NewJSONHandler(stderr, hopts))
+	default:
+		return fmt.Errorf("--log-format: %q is not text or json", logFormat)
+	}
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info("starting sluice", "version", version.String(), "node", cfg.NodeName)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = n.Reload() // a bad file is logged and the old policies kept
+			}
+		}
+	}()
+	return n.Run(ctx)
+}
