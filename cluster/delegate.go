@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// The delegates below are how memberlist calls into a Cluster.
+//
+// Concurrency: memberlist calls the EventDelegate and ConflictDelegate
+// methods serially, from several of its goroutines, while holding its node
+// lock. They therefore copy what they need from the *memberlist.Node (the
+// only moment its fields can be read without racing memberlist's in-place
+// updates), take only Cluster.mu (a leaf lock: nothing calls memberlist
+// while holding it), and never block: they mark the snapshot dirty and
+// signal Run through a channel with a buffer of one, which coalesces
+// bursts. Delegate methods are called from memberlist's goroutines, NodeMeta
+// sometimes while Cluster.lifecycle is held by UpdateMeta or Leave.
+
+// delegate implements memberlist.Delegate: it supplies the local metadata
+// and ignores user messages and user state, which Sluice does not gossip.
+type delegate struct{ c *Cluster }
+
+var _ memberlist.Delegate = delegate{}
+
+// NodeMeta returns the encoded local metadata; its size was checked
+// against memberlist.MetaMaxSize (the limit memberlist passes) when set.
+func (d delegate) NodeMeta(limit int) []byte {
+	d.c.metaMu.Lock()
+	defer d.c.metaMu.Unlock()
+	return d.c.meta
+}
+
+// NotifyMsg ignores user messages.
+func (delegate) NotifyMsg([]byte) {}
+
+// GetBroadcasts has no user broadcasts to send.
+func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState has no user state for push/pull.
+func (delegate) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState ignores remote user state.
+func (delegate) MergeRemoteState(buf []byte, join bool) {}
+
+// events implements memberlist.EventDelegate and
+// memberlist.ConflictDelegate.
+type events struct{ c *Cluster }
+
+var (
+	_ memberlist.EventDelegate    = events{}
+	_ memberlist.ConflictDelegate = events{}
+)
+
+// NotifyJoin records a new member, or one that came back.
+func (e events) NotifyJoin(n *memberlist.Node) { e.c.upsert(n) }
+
+// NotifyUpdate records a member's new metadata (or address).
+func (e events) NotifyUpdate(n *memberlist.Node) { e.c.upsert(n) }
+
+// NotifyLeave records that a member is dead or left.
+func (e events) NotifyLeave(n *memberlist.Node) { e.c.remove(n.Name) }
+
+// NotifyConflict logs a node announcing the name of another at a different
+// address: memberlist ignores it while the first one is alive.
+func (e events) NotifyConflict(existing, other *memberlist.Node) {
+	e.c.log.Warn("cluster: two nodes use one name; the second is ignored while the first is alive",
+		"name", existing.Name,
+		"existing", addrString(existing.Addr, existing.Port),
+		"other", addrString(other.Addr, other.Port))
+}
+
+// upsert copies n into the member table. Called with memberlist's node
+// lock held.
+func (c *Cluster) upsert(n *memberlist.Node) {
+	meta, leaving, err := decodeMeta(n.Meta)
+	if err != nil {
+		c.log.Warn("cluster: member metadata ignored", "member", n.Name, "err", err)
+	}
+	m := Member{
+		Name:       n.Name,
+		GossipAddr: addrString(n.Addr, n.Port),
+		GRPCAddr:   meta.GRPCAddr,
+		Version:    meta.Version,
+		State:      Alive,
+	}
+	c.mu.Lock()
+	c.members[n.Name] = m
+	if leaving {
+		c.leaving[n.Name] = true
+	} else {
+		delete(c.leaving, n.Name)
+	}
+	delete(c.departed, n.Name)
+	c.dirty = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+// remove moves a member from the table to the departed ones. Called with
+// memberlist's node lock held.
+func (c *Cluster) remove(name string) {
+	c.mu.Lock()
+	state := Dead
+	if c.leaving[name] {
+		state = Left
+	}
+	delete(c.members, name)
+	delete(c.leaving, name)
+	c.departed[name] = departure{state: state, at: time.Now()}
+	c.dirty = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+// signal wakes Run without blocking; a pending signal already covers this
+// change.
+func (c *Cluster) signal() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,68 @@
+// Package cluster owns gossip membership for a Sluice node: its identity in
+// the cluster, joining, the metadata it advertises (its gRPC address and
+// version) and the membership snapshots the rest of the node builds its
+// consistent-hash ring from. It is a thin layer over hashicorp/memberlist
+// (SWIM gossip with Lifeguard suspicion) and imports nothing else of Sluice.
+//
+// # Lifecycle
+//
+//	c, err := cluster.New(cfg) // validates, binds the gossip port; joins nothing yet
+//	go c.Run(ctx)              // joins the seeds, retrying; delivers OnChange snapshots
+//	...
+//	c.Leave(5 * time.Second)   // graceful stop, step 1: tell the others we go
+//	// step 2: hand owned keys off to their new owners (c.Snapshot() no
+//	//         longer lists this node, so a ring built from it names them)
+//	cancel()                   // step 3: stop Run (it returns once its goroutines are done)
+//	c.Shutdown()               // step 4: stop memberlist, close the port
+//
+// Leave comes first so that the other members stop routing to this node and
+// compute the same new owners the handoff uses; memberlist keeps running
+// during the handoff so that the leave message keeps being gossiped. A crash
+// (Shutdown without Leave, or no Shutdown at all) is detected by the others'
+// failure detector instead: the member is dropped once its suspicion times
+// out, after a few seconds.
+//
+// New allocates the memberlist and its sockets and goroutines; Shutdown
+// releases them and must always be called, whether or not Run ran. Several
+// Clusters live in one process without interfering (there is no global state
+// in this package), each on its own port; tests bind 127.0.0.1:0.
+//
+// # Snapshots
+//
+// A Snapshot is an immutable, versioned view of the live members, sorted by
+// name. It is rebuilt from memberlist's join, leave and update notifications;
+// Run hands every new one to Config.OnChange, serially, from its own
+// goroutine, and Snapshot returns the current one at any time.
+//
+// Member fields are copied inside memberlist's notifications, while
+// memberlist holds its node lock: that is the only race-free way to read
+// them, because the *memberlist.Node pointers returned by
+// Memberlist.Members are updated in place by memberlist
+// (hashicorp/memberlist#306). This package never reads those pointers.
+//
+// # What memberlist does not tell
+//
+// memberlist v0.7.0 does not expose suspicion: Node.State is shadowed by an
+// internal field and is always StateAlive in Members() and in every
+// notification. A suspect member therefore stays in snapshots as Alive until
+// it is declared dead; State Suspect is defined but not reported (see
+// State). Left and Dead are told apart by this package: Leave first gossips
+// a "leaving" flag in the node metadata, so the others record Left rather
+// than Dead when the node's leave message arrives.
+//
+// # Seeds and Kubernetes
+//
+// Config.Join lists "host:port" seeds. Every attempt resolves each host name
+// anew with the system resolver and contacts every address it returns (a
+// StatefulSet's headless Service returns one A record per pod), skipping this
+// node's own address. Run retries every Config.JoinRetry until a seed answers
+// or another member contacts this node, then re-contacts seeds that are not
+// members every Config.Rejoin, which merges clusters that formed
+// separately (pods that all started at once) and heals partitions that
+// outlasted memberlist's own reconnection attempts.
+//
+// For a StatefulSet, give the headless Service publishNotReadyAddresses:
+// true (pods must gossip before they are ready), bind 0.0.0.0:7946 and set
+// AdvertiseAddr to the pod IP (from the downward API), or leave it empty to
+// let memberlist pick a private address of the pod.
+package cluster

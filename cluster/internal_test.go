@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/memberlist"
+)
+
+func TestMetaRoundTrip(t *testing.T) {
+	m := NodeMeta{GRPCAddr: "10.0.0.7:9090", Version: "v1.2.3"}
+	for _, leaving := range []bool{false, true} {
+		b, err := m.encode(leaving)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gotLeaving, err := decodeMeta(b)
+		if err != nil || got != m || gotLeaving != leaving {
+			t.Fatalf("decode(encode(%+v, %v)) = %+v, %v, %v", m, leaving, got, gotLeaving, err)
+		}
+	}
+	if got, _, err := decodeMeta(nil); err != nil || got != (NodeMeta{}) {
+		t.Fatalf("decode(nil) = %+v, %v", got, err)
+	}
+	// Newer versions may add keys.
+	if got, _, err := decodeMeta([]byte(`{"g":"a:1","z":3}`)); err != nil || got.GRPCAddr != "a:1" {
+		t.Fatalf("decode with unknown key = %+v, %v", got, err)
+	}
+	if _, _, err := decodeMeta([]byte("\x00garbage")); err == nil {
+		t.Fatal("decode(garbage) succeeded")
+	}
+	// The limit applies to the longest (leaving) form.
+	edge := NodeMeta{Version: strings.Repeat("v", memberlist.MetaMaxSize-len(`{"v":"","l":true}`))}
+	if errs := edge.validate(); len(errs) != 0 {
+		t.Fatalf("meta of exactly %d bytes rejected: %v", memberlist.MetaMaxSize, errs)
+	}
+	edge.Version += "v"
+	if errs := edge.validate(); len(errs) != 1 {
+		t.Fatalf("meta over the limit: %v", errs)
+	}
+}
+
+func TestAddrString(t *testing.T) {
+	for _, tt := range []struct {
+		ip   net.IP
+		want string
+	}{
+		{net.ParseIP("10.0.0.1"), "10.0.0.1:7946"}, // 16-byte form
+		{net.ParseIP("10.0.0.1").To4(), "10.0.0.1:7946"},
+		{net.ParseIP("::1"), "[::1]:7946"},
+	} {
+		if got := addrString(tt.ip, 7946); got != tt.want {
+			t.Errorf("addrString(%v) = %q, want %q", tt.ip, got, tt.want)
+		}
+	}
+}
+
+func TestMemberlistLog(t *testing.T) {
+	var buf bytes.Buffer
+	l := newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	l.Printf("[WARN] memberlist: Refuting a suspect message (from: %s)", "b")
+	out := buf.String()
+	for _, want := range []string{"level=DEBUG", `msg="Refuting a suspect message (from: b)"`, "memberlist_level=WARN"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %q lacks %q", out, want)
+		}
+	}
+
+	// Nothing is formatted when debug is off.
+	buf.Reset()
+	quiet := newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	quiet.Printf("[DEBUG] memberlist: noise")
+	if buf.Len() != 0 {
+		t.Fatalf("logged %q at info level", buf.String())
+	}
+}

@@ -1,0 +1,194 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// errNoSeeds reports that the seeds resolved to no address worth
+// contacting: none at all, only this node's, or (when rejoining) only
+// members'.
+var errNoSeeds = errors.New("cluster: no seed address to contact")
+
+// joinLoop joins the seeds of Config.Join, retrying, then rejoins
+// periodically; see Run. It runs in a goroutine owned by Run and returns
+// when ctx is done, Shutdown or Leave is called, or (with rejoining
+// disabled) once joined.
+func (c *Cluster) joinLoop(ctx context.Context) {
+	for attempt := 1; ; attempt++ {
+		if c.stopJoining(ctx) {
+			return
+		}
+		if c.hasPeers() {
+			c.log.Info("cluster: joined: contacted by another member")
+			break
+		}
+		n, err := c.joinSeeds(ctx, false)
+		if n > 0 {
+			c.log.Info("cluster: joined", "contacted", n, "attempts", attempt)
+			break
+		}
+		level := slog.LevelDebug
+		if attempt == 1 {
+			level = slog.LevelInfo
+		}
+		c.log.Log(ctx, level, "cluster: join attempt failed", "attempt", attempt, "retry", c.cfg.JoinRetry, "err", err)
+		if !c.wait(ctx, c.cfg.JoinRetry) {
+			return
+		}
+	}
+
+	if c.cfg.Rejoin <= 0 {
+		return
+	}
+	for c.wait(ctx, c.cfg.Rejoin) {
+		if c.stopJoining(ctx) {
+			return
+		}
+		n, err := c.joinSeeds(ctx, true)
+		switch {
+		case n > 0:
+			c.log.Info("cluster: rejoined seeds that were not members", "contacted", n)
+		case !errors.Is(err, errNoSeeds):
+			c.log.Debug("cluster: rejoin attempt failed", "err", err)
+		}
+	}
+}
+
+// stopJoining reports whether joining must stop.
+func (c *Cluster) stopJoining(ctx context.Context) bool {
+	return ctx.Err() != nil || c.isDone() || c.left.Load()
+}
+
+// wait waits for d and reports whether to go on (false once ctx is done or
+// Shutdown called).
+func (c *Cluster) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.done:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// hasPeers reports whether a member other than this node is known.
+func (c *Cluster) hasPeers() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.members {
+		if name != c.name {
+			return true
+		}
+	}
+	return false
+}
+
+// joinSeeds resolves the seeds and asks memberlist to push/pull state with
+// every resulting address except this node's own (and, if strangersOnly,
+// except current members'). It returns how many answered; the error
+// explains a zero.
+func (c *Cluster) joinSeeds(ctx context.Context, strangersOnly bool) (int, error) {
+	addrs, resolveErr := c.seedAddrs(ctx)
+
+	var known map[string]bool
+	if strangersOnly {
+		c.mu.Lock()
+		known = make(map[string]bool, len(c.members))
+		for _, m := range c.members {
+			known[m.GossipAddr] = true
+		}
+		c.mu.Unlock()
+	}
+	targets := addrs[:0]
+	for _, a := range addrs {
+		if !c.self[a] && !known[a] {
+			targets = append(targets, a)
+		}
+	}
+	if len(targets) == 0 {
+		return 0, errors.Join(errNoSeeds, resolveErr)
+	}
+
+	// Every target is an IP address, so memberlist resolves nothing itself.
+	n, err := c.ml.Join(targets)
+	if n > 0 {
+		return n, nil
+	}
+	return 0, errors.Join(err, resolveErr)
+}
+
+// seedAddrs resolves Config.Join to "ip:port" addresses, without
+// duplicates, in order. A host name yields every address the resolver
+// returns. Names that do not resolve are reported in the error and
+// skipped.
+//
+// memberlist.Join would resolve names too, and would contact every address
+// too, but it first tries a TCP "ANY" query to the first server of
+// /etc/resolv.conf for names with a dot and uses its answer, if any, as
+// the whole answer; ANY queries are answered partially or refused by many
+// servers (RFC 8482). The system resolver (search domains, /etc/hosts,
+// A and AAAA queries) is what a Kubernetes headless Service expects, and
+// honours ctx.
+func (c *Cluster) seedAddrs(ctx context.Context) ([]string, error) {
+	var (
+		addrs []string
+		seen  = make(map[string]bool)
+		errs  []error
+	)
+	add := func(ip net.IP, port uint16) {
+		a := addrString(ip, port)
+		if !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, a)
+		}
+	}
+	for _, seed := range c.cfg.Join {
+		host, port, err := parseSeed(seed) // validated by New
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ip := net.ParseIP(host); ip != nil {
+			add(ip, port)
+			continue
+		}
+		hosts, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("resolve seed %q: %w", seed, err))
+			continue
+		}
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil { // skips zoned IPv6 addresses
+				add(ip, port)
+			}
+		}
+	}
+	return addrs, errors.Join(errs...)
+}
+
+// selfAddrs returns the addresses at which this node may appear in a seed
+// list: its advertised address, and the bound address, or when bound to
+// all interfaces every address of this host, with the bound port. Joining
+// one of them would "succeed" with no one but this node.
+func selfAddrs(advertised string, bindIP net.IP, bindPort uint16) map[string]bool {
+	self := map[string]bool{advertised: true}
+	if bindIP != nil && !bindIP.IsUnspecified() {
+		self[addrString(bindIP, bindPort)] = true
+		return self
+	}
+	ifAddrs, _ := net.InterfaceAddrs() // best effort: without them, the advertised address
+	for _, a := range ifAddrs {
+		if ipNet, ok := a.(*net.IPNet); ok {
+			self[addrString(ipNet.IP, bindPort)] = true
+		}
+	}
+	return self
+}

@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// NodeMeta is what a node advertises about itself to the other members,
+// carried in memberlist's node metadata (at most memberlist.MetaMaxSize, 512
+// bytes, encoded). Config.Meta sets it and Cluster.UpdateMeta changes it.
+type NodeMeta struct {
+	// GRPCAddr is the "host:port" other nodes forward checks to. Empty if
+	// the node serves no gRPC (yet).
+	GRPCAddr string
+	// Version is the node's build version, for mixed-version rollouts.
+	Version string
+}
+
+// wireMeta is NodeMeta as encoded on the wire: JSON with one-letter keys,
+// so that unknown keys from newer versions are ignored and old ones
+// missing. Leaving is set by Cluster.Leave just before memberlist's leave
+// message, so that the others can tell a graceful leave from a failure.
+type wireMeta struct {
+	GRPCAddr string `json:"g,omitempty"`
+	Version  string `json:"v,omitempty"`
+	Leaving  bool   `json:"l,omitempty"`
+}
+
+// encode returns the wire form of m, with the leaving flag as given.
+func (m NodeMeta) encode(leaving bool) ([]byte, error) {
+	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, Version: m.Version, Leaving: leaving})
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("encodes to %d bytes, more than memberlist's limit of %d", len(b), memberlist.MetaMaxSize)
+	}
+	return b, nil
+}
+
+// validate returns a *ConfigError for each problem of m: a GRPCAddr that
+// is not host:port, or an encoding too long for memberlist in any form it
+// is sent in (the leaving form is the longest).
+func (m NodeMeta) validate() []error {
+	var errs []error
+	if m.GRPCAddr != "" {
+		if _, _, err := net.SplitHostPort(m.GRPCAddr); err != nil {
+			errs = append(errs, &ConfigError{Field: "Meta.GRPCAddr", Reason: fmt.Sprintf("must be host:port, got %q", m.GRPCAddr)})
+		}
+	}
+	if _, err := m.encode(true); err != nil {
+		errs = append(errs, &ConfigError{Field: "Meta", Reason: err.Error()})
+	}
+	return errs
+}
+
+// decodeMeta parses the metadata of a member. Empty metadata (a node that
+// advertises none) decodes to the zero NodeMeta.
+func decodeMeta(b []byte) (meta NodeMeta, leaving bool, err error) {
+	if len(b) == 0 {
+		return NodeMeta{}, false, nil
+	}
+	var w wireMeta
+	if err := json.Unmarshal(b, &w); err != nil {
+		return NodeMeta{}, false, fmt.Errorf("cluster: undecodable node metadata %q: %w", b, err)
+	}
+	return NodeMeta{GRPCAddr: w.GRPCAddr, Version: w.Version}, w.Leaving, nil
+}

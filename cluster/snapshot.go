@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// State is the state of a member as seen by this node.
+type State int
+
+// Member states. The zero State is not a valid state.
+const (
+	// Alive: the member is up as far as this node knows.
+	Alive State = iota + 1
+	// Suspect: the member failed a probe and will be declared dead unless
+	// it refutes in time. Not reported at present: memberlist v0.7.0 does
+	// not expose suspicion (its Node.State is never set), so a suspect
+	// member is reported Alive until it is declared Dead. Kept so that
+	// callers can handle it when memberlist does.
+	Suspect
+	// Dead: the member was declared failed and is no longer a member.
+	Dead
+	// Left: the member left gracefully (Cluster.Leave) and is no longer a
+	// member.
+	Left
+)
+
+// String returns "alive", "suspect", "dead", "left" or "unknown".
+func (s State) String() string {
+	switch s {
+	case Alive:
+		return "alive"
+	case Suspect:
+		return "suspect"
+	case Dead:
+		return "dead"
+	case Left:
+		return "left"
+	default:
+		return "unknown"
+	}
+}
+
+// Member is one member of the cluster as seen by this node.
+type Member struct {
+	// Name is the member's Config.NodeName.
+	Name string
+	// GossipAddr is the "ip:port" the member gossips at (its advertised
+	// address).
+	GossipAddr string
+	// GRPCAddr is the member's NodeMeta.GRPCAddr; empty if it advertises
+	// none or its metadata could not be decoded.
+	GRPCAddr string
+	// Version is the member's NodeMeta.Version.
+	Version string
+	// State is Alive for every member of a Snapshot (see State).
+	State State
+}
+
+// Snapshot is the membership as seen by this node at one point in time. A
+// Snapshot is immutable once built: its Members slice is shared between
+// everyone holding the Snapshot and must not be modified.
+type Snapshot struct {
+	// Version increases with every change of Members (and only then),
+	// starting at 1 for the first snapshot of this node. Versions of
+	// different nodes are unrelated.
+	Version uint64
+	// Members lists the live members (Alive, and Suspect once memberlist
+	// reports it), sorted by Name; dead and left members are not listed.
+	// The local node is listed too, except after Cluster.Leave.
+	Members []Member
+}
+
+// Member returns the member called name, if it is listed.
+func (s Snapshot) Member(name string) (Member, bool) {
+	i, ok := slices.BinarySearchFunc(s.Members, name, func(m Member, name string) int {
+		return strings.Compare(m.Name, name)
+	})
+	if !ok {
+		return Member{}, false
+	}
+	return s.Members[i], true
+}
+
+// sortedMembers returns the members of a table sorted by name.
+func sortedMembers(table map[string]Member) []Member {
+	ms := make([]Member, 0, len(table))
+	for _, m := range table {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return ms
+}
+
+// addrString formats a memberlist address as "ip:port", IPv4 addresses in
+// dotted form whether they arrive as 4 or 16 bytes, so that equal
+// addresses compare equal as strings.
+func addrString(ip net.IP, port uint16) string {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return net.JoinHostPort(ip.String(), strconv.Itoa(int(port)))
+	}
+	return netip.AddrPortFrom(a.Unmap(), port).String()
+}
