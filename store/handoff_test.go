@@ -354,3 +354,35 @@ func TestImportMergesLeases(t *testing.T) {
 		t.Fatal("the key outlived its leases")
 	}
 }
+
+// Extract moves one key's state out without scanning; Delete removes keys.
+func TestExtractAndDelete(t *testing.T) {
+	a := newStore(t, Config{})
+	b := newStore(t, Config{})
+	l := lim(bucket.TokenBucket, 100, time.Hour)
+	for i := 0; i < 60; i++ {
+		if _, err := a.Take(1, l, t0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Take(2, l, t0, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := a.Extract(t0, []uint64{1, 3})
+	if len(got) != 1 || got[0].Key != 1 {
+		t.Fatalf("Extract: %+v, want the state of key 1 only", got)
+	}
+	if st := a.Stats(); st.Keys != 1 {
+		t.Fatalf("after Extract: %d keys, want 1", st.Keys)
+	}
+	if err := b.Import(got[0], t0); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Take(1, l, t0, 0)
+	if err != nil || res.Remaining != 40 {
+		t.Fatalf("moved key: remaining %d (%v), want 40", res.Remaining, err)
+	}
+	if n := a.Delete([]uint64{2, 4}); n != 1 || a.Stats().Keys != 0 {
+		t.Fatalf("Delete removed %d, keys left %d; want 1 and 0", n, a.Stats().Keys)
+	}
+}
