@@ -37,6 +37,7 @@ type Cluster struct {
 
 	running atomic.Bool // Run was called
 	left    atomic.Bool // Leave was called: stop joining
+	joined  atomic.Bool // a seed answered, another member reached us, or there were no seeds
 
 	// lifecycle serializes Leave, UpdateMeta and Shutdown: memberlist
 	// panics on a Leave after Shutdown.
@@ -157,7 +158,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 	}()
-	if len(c.cfg.Join) > 0 {
+	if len(c.cfg.Join) == 0 {
+		c.joined.Store(true)
+	} else {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -182,6 +185,12 @@ func (c *Cluster) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Joined reports whether this node has joined its cluster: a seed
+// answered, another member contacted it, or it was given no seeds (a
+// cluster of one). A node that has not joined yet would own every key, so
+// it should not report ready.
+func (c *Cluster) Joined() bool { return c.joined.Load() }
 
 // Snapshot returns the current membership. It is cheap when nothing
 // changed since the last call (a lock and a four-word copy); it works with

@@ -25,12 +25,21 @@ func (c *Cluster) joinLoop(ctx context.Context) {
 		}
 		if c.hasPeers() {
 			c.log.Info("cluster: joined: contacted by another member")
+			c.joined.Store(true)
 			break
 		}
 		n, err := c.joinSeeds(ctx, false)
 		if n > 0 {
 			c.log.Info("cluster: joined", "contacted", n, "attempts", attempt)
+			c.joined.Store(true)
 			break
+		}
+		if errors.Is(err, errNoSeeds) && attempt >= 3 && !c.joined.Load() {
+			// The seeds keep resolving to this node alone (a cluster of
+			// one, e.g. a single-replica StatefulSet): serve as one, and
+			// keep looking for others below.
+			c.log.Info("cluster: no other seed found; serving as a cluster of one until one appears")
+			c.joined.Store(true)
 		}
 		level := slog.LevelDebug
 		if attempt == 1 {
