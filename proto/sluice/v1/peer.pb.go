@@ -250,8 +250,11 @@ func (x *PeerResult) GetErrorMessage() string {
 type PeerCheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The forwarding node's name.
-	From          string      `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	Items         []*PeerItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	From  string      `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Items []*PeerItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	// How many times these items were forwarded before this call (0 for the
+	// first hop). A node whose ring disagrees forwards once more at most.
+	Hops          uint32 `protobuf:"varint,3,opt,name=hops,proto3" json:"hops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -298,6 +301,13 @@ func (x *PeerCheckRequest) GetItems() []*PeerItem {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *PeerCheckRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
 }
 
 type PeerCheckResponse struct {
@@ -356,6 +366,7 @@ func (x *PeerCheckResponse) GetResults() []*PeerResult {
 type PeerAcquireRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hops          uint32                 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
 	Item          *PeerItem              `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
 	TtlNs         int64                  `protobuf:"varint,3,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -397,6 +408,13 @@ func (x *PeerAcquireRequest) GetFrom() string {
 		return x.From
 	}
 	return ""
+}
+
+func (x *PeerAcquireRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
 }
 
 func (x *PeerAcquireRequest) GetItem() *PeerItem {
@@ -476,6 +494,7 @@ func (x *PeerAcquireResponse) GetLeaseId() uint64 {
 type PeerReleaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hops          uint32                 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
 	Item          *PeerItem              `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
 	LeaseId       uint64                 `protobuf:"fixed64,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -517,6 +536,13 @@ func (x *PeerReleaseRequest) GetFrom() string {
 		return x.From
 	}
 	return ""
+}
+
+func (x *PeerReleaseRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
 }
 
 func (x *PeerReleaseRequest) GetItem() *PeerItem {
@@ -963,23 +989,26 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x0eretry_after_ns\x18\x05 \x01(\x03R\fretryAfterNs\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x06 \x01(\x05R\terrorCode\x12#\n" +
-	"\rerror_message\x18\a \x01(\tR\ferrorMessage\"Q\n" +
+	"\rerror_message\x18\a \x01(\tR\ferrorMessage\"e\n" +
 	"\x10PeerCheckRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
-	"\x05items\x18\x02 \x03(\v2\x13.sluice.v1.PeerItemR\x05items\"Z\n" +
+	"\x05items\x18\x02 \x03(\v2\x13.sluice.v1.PeerItemR\x05items\x12\x12\n" +
+	"\x04hops\x18\x03 \x01(\rR\x04hops\"Z\n" +
 	"\x11PeerCheckResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12/\n" +
-	"\aresults\x18\x02 \x03(\v2\x15.sluice.v1.PeerResultR\aresults\"h\n" +
+	"\aresults\x18\x02 \x03(\v2\x15.sluice.v1.PeerResultR\aresults\"|\n" +
 	"\x12PeerAcquireRequest\x12\x12\n" +
-	"\x04from\x18\x01 \x01(\tR\x04from\x12'\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
+	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x15\n" +
 	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\"u\n" +
 	"\x13PeerAcquireResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x19\n" +
-	"\blease_id\x18\x03 \x01(\x06R\aleaseId\"l\n" +
+	"\blease_id\x18\x03 \x01(\x06R\aleaseId\"\x80\x01\n" +
 	"\x12PeerReleaseRequest\x12\x12\n" +
-	"\x04from\x18\x01 \x01(\tR\x04from\x12'\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
+	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x19\n" +
 	"\blease_id\x18\x03 \x01(\x06R\aleaseId\"v\n" +
 	"\x13PeerReleaseResponse\x12\x14\n" +

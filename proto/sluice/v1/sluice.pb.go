@@ -1001,6 +1001,183 @@ func (x *ReleaseResponse) GetRemaining() int64 {
 	return 0
 }
 
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
+}
+
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Gossip (memberlist) address, host:port.
+	GossipAddr string `protobuf:"bytes,2,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// gRPC address, host:port.
+	GrpcAddr string `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	// "alive", "suspect", "left" or "dead".
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// Fraction of the ring's partitions the member owns, 0..1.
+	RingShare     float64 `protobuf:"fixed64,5,opt,name=ring_share,json=ringShare,proto3" json:"ring_share,omitempty"`
+	Version       string  `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Member) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Member) GetGossipAddr() string {
+	if x != nil {
+		return x.GossipAddr
+	}
+	return ""
+}
+
+func (x *Member) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *Member) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Member) GetRingShare() float64 {
+	if x != nil {
+		return x.RingShare
+	}
+	return 0
+}
+
+func (x *Member) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+type MembersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answering node's name.
+	Node          string    `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Members       []*Member `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MembersResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
@@ -1063,7 +1240,20 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04spec\"K\n" +
 	"\x0fReleaseResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\x12\x1c\n" +
-	"\tremaining\x18\x02 \x01(\x03R\tremaining*\xb2\x01\n" +
+	"\tremaining\x18\x02 \x01(\x03R\tremaining\"\x10\n" +
+	"\x0eMembersRequest\"\xa9\x01\n" +
+	"\x06Member\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vgossip_addr\x18\x02 \x01(\tR\n" +
+	"gossipAddr\x12\x1b\n" +
+	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"ring_share\x18\x05 \x01(\x01R\tringShare\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\"R\n" +
+	"\x0fMembersResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12+\n" +
+	"\amembers\x18\x02 \x03(\v2\x11.sluice.v1.MemberR\amembers*\xb2\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1c\n" +
@@ -1084,7 +1274,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\vRateLimiter\x12:\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x18.sluice.v1.CheckResponse\x12@\n" +
 	"\aAcquire\x12\x19.sluice.v1.AcquireRequest\x1a\x1a.sluice.v1.AcquireResponse\x12@\n" +
-	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse2N\n" +
+	"\n" +
+	"Membership\x12@\n" +
+	"\aMembers\x12\x19.sluice.v1.MembersRequest\x1a\x1a.sluice.v1.MembersResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_sluice_proto_rawDescOnce sync.Once
@@ -1099,7 +1292,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: sluice.v1.Algorithm
 	(FailureMode)(0),            // 1: sluice.v1.FailureMode
@@ -1114,36 +1307,42 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*AcquireResponse)(nil),     // 10: sluice.v1.AcquireResponse
 	(*ReleaseRequest)(nil),      // 11: sluice.v1.ReleaseRequest
 	(*ReleaseResponse)(nil),     // 12: sluice.v1.ReleaseResponse
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(*MembersRequest)(nil),      // 13: sluice.v1.MembersRequest
+	(*Member)(nil),              // 14: sluice.v1.Member
+	(*MembersResponse)(nil),     // 15: sluice.v1.MembersResponse
+	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.Limit.algorithm:type_name -> sluice.v1.Algorithm
-	13, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
+	16, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
 	1,  // 2: sluice.v1.Limit.failure_mode:type_name -> sluice.v1.FailureMode
 	3,  // 3: sluice.v1.CheckItem.limit:type_name -> sluice.v1.Limit
 	4,  // 4: sluice.v1.CheckRequest.items:type_name -> sluice.v1.CheckItem
-	13, // 5: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
-	13, // 6: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
+	16, // 5: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
+	16, // 6: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
 	2,  // 7: sluice.v1.CheckResult.source:type_name -> sluice.v1.Source
 	6,  // 8: sluice.v1.CheckResult.error:type_name -> sluice.v1.ItemError
 	7,  // 9: sluice.v1.CheckResponse.results:type_name -> sluice.v1.CheckResult
 	3,  // 10: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
-	13, // 11: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	13, // 12: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
-	13, // 13: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	16, // 11: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 12: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
+	16, // 13: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
 	2,  // 14: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
 	3,  // 15: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
-	5,  // 16: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	9,  // 17: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
-	11, // 18: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
-	8,  // 19: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
-	10, // 20: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
-	12, // 21: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
-	19, // [19:22] is the sub-list for method output_type
-	16, // [16:19] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	14, // 16: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
+	5,  // 17: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	9,  // 18: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
+	11, // 19: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
+	13, // 20: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
+	8,  // 21: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
+	10, // 22: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
+	12, // 23: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
+	15, // 24: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
+	21, // [21:25] is the sub-list for method output_type
+	17, // [17:21] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -1169,9 +1368,9 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_sluice_v1_sluice_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_sluice_proto_depIdxs,

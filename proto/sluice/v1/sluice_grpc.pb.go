@@ -218,3 +218,111 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "sluice/v1/sluice.proto",
 }
+
+const (
+	Membership_Members_FullMethodName = "/sluice.v1.Membership/Members"
+)
+
+// MembershipClient is the client API for Membership service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Membership describes the cluster as one node sees it.
+type MembershipClient interface {
+	// Members lists the cluster's members with their share of the ring.
+	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+}
+
+type membershipClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewMembershipClient(cc grpc.ClientConnInterface) MembershipClient {
+	return &membershipClient{cc}
+}
+
+func (c *membershipClient) Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Membership_Members_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MembershipServer is the server API for Membership service.
+// All implementations must embed UnimplementedMembershipServer
+// for forward compatibility.
+//
+// Membership describes the cluster as one node sees it.
+type MembershipServer interface {
+	// Members lists the cluster's members with their share of the ring.
+	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	mustEmbedUnimplementedMembershipServer()
+}
+
+// UnimplementedMembershipServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedMembershipServer struct{}
+
+func (UnimplementedMembershipServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedMembershipServer) mustEmbedUnimplementedMembershipServer() {}
+func (UnimplementedMembershipServer) testEmbeddedByValue()                    {}
+
+// UnsafeMembershipServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to MembershipServer will
+// result in compilation errors.
+type UnsafeMembershipServer interface {
+	mustEmbedUnimplementedMembershipServer()
+}
+
+func RegisterMembershipServer(s grpc.ServiceRegistrar, srv MembershipServer) {
+	// If the following call panics, it indicates UnimplementedMembershipServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Membership_ServiceDesc, srv)
+}
+
+func _Membership_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MembershipServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Membership_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MembershipServer).Members(ctx, req.(*MembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Membership_ServiceDesc is the grpc.ServiceDesc for Membership service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Membership_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.v1.Membership",
+	HandlerType: (*MembershipServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Members",
+			Handler:    _Membership_Members_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "sluice/v1/sluice.proto",
+}
