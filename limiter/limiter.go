@@ -4,40 +4,67 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
 )
 
 // Config configures a Limiter.
 type Config struct {
-	// NodeName names this node in results (Result.Owner).
+	// NodeName names this node in results (Result.Owner) and on the ring.
 	NodeName string
 	// Clock returns the current time; nil means time.Now. Tests inject a fake.
 	Clock func() time.Time
 	// Store configures the node's key store.
 	Store store.Config
+	// Ring configures consistent hashing; every node must use the same.
+	Ring ring.Config
+	// Peers reaches the other nodes; nil means a node that never forwards
+	// (SetMembers must then list only this node).
+	Peers Peers
+	// PendingTTL bounds how long a gained partition waits for its previous
+	// owner's handoff before its keys start afresh; 0 means 30s.
+	PendingTTL time.Duration
+	// FetchTimeout bounds a fetch of a key's state from its previous owner;
+	// 0 means 500ms.
+	FetchTimeout time.Duration
 	// Policies is the initial policy set; nil means no policies and inline
 	// limits allowed.
 	Policies *policy.Set
 	// Registerer receives the limiter's metrics; nil means none are kept.
 	Registerer prometheus.Registerer
+	// Logger receives cluster events; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Limiter decides checks. It is safe for concurrent use.
 type Limiter struct {
-	name     string
-	clock    func() time.Time
-	store    *store.Store
-	policies atomic.Pointer[policy.Set]
-	metrics  *metrics
+	name         string
+	clock        func() time.Time
+	store        *store.Store
+	ringCfg      ring.Config
+	peers        Peers
+	log          *slog.Logger
+	pendingTTL   time.Duration
+	fetchTimeout time.Duration
+	policies     atomic.Pointer[policy.Set]
+	view         atomic.Pointer[view]
+	moved        movedSet
+	recent       recentDone
+	fetches      singleflight.Group
+	handoffMu    sync.Mutex // serializes HandOff
+	metrics      *metrics
 }
 
 // New builds a Limiter.
@@ -46,10 +73,21 @@ func New(cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
-	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st}
+	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, ringCfg: cfg.Ring, peers: cfg.Peers,
+		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout}
 	if l.clock == nil {
 		l.clock = time.Now
 	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.pendingTTL <= 0 {
+		l.pendingTTL = 30 * time.Second
+	}
+	if l.fetchTimeout <= 0 {
+		l.fetchTimeout = 500 * time.Millisecond
+	}
+	l.recent.ttl = l.pendingTTL
 	set := cfg.Policies
 	if set == nil {
 		set = policy.Empty()
@@ -62,6 +100,9 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
+// Name returns this node's name.
+func (l *Limiter) Name() string { return l.name }
+
 // SetPolicies swaps in a new policy set; checks in flight finish with the old one.
 func (l *Limiter) SetPolicies(s *policy.Set) { l.policies.Store(s) }
 
@@ -70,6 +111,14 @@ func (l *Limiter) Policies() *policy.Set { return l.policies.Load() }
 
 // Store returns the node's store, for sweeping and stats.
 func (l *Limiter) Store() *store.Store { return l.store }
+
+// Ring returns the ring in force, or nil before SetMembers.
+func (l *Limiter) Ring() *ring.Ring {
+	if v := l.view.Load(); v != nil {
+		return v.ring
+	}
+	return nil
+}
 
 // Sweep drops expired states from the store; the node calls it periodically.
 func (l *Limiter) Sweep() int { return l.store.Sweep(l.clock().UnixNano()) }
@@ -129,38 +178,39 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 func identity(r *resolved, key string) uint64 {
 	var d xxhash.Digest
 	d.Reset()
-	var head [10]byte
+	var head [11]byte
 	head[0] = byte(r.limit.Algorithm)
 	if r.policy != "" {
 		head[1] = 'p'
 		_, _ = d.Write(head[:2])
 		_, _ = d.WriteString(r.policy)
+		_, _ = d.Write(head[10:11]) // a zero separator
 	} else {
 		head[1] = 'i'
 		p := uint64(r.limit.Period)
 		for b := 0; b < 8; b++ {
 			head[2+b] = byte(p >> (8 * b))
 		}
-		_, _ = d.Write(head[:10])
+		_, _ = d.Write(head[:11])
 	}
-	_, _ = d.Write([]byte{0})
 	_, _ = d.WriteString(key)
 	return d.Sum64()
 }
 
 // Check decides a batch of requests. Every item is validated before any is
 // applied: an invalid item fails the whole call with a *FieldError and
-// nothing is consumed. Each valid item is then decided on its own. Results
-// are appended to out[:0] and returned.
+// nothing is consumed. Each valid item is then decided on its own, here if
+// this node owns its key, else by its owner. Results are appended to
+// out[:0] and returned.
 func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Result, error) {
 	if len(reqs) == 0 || len(reqs) > MaxItems {
 		return out[:0], tooManyItems(len(reqs))
 	}
 	set := l.policies.Load()
-	var small [8]resolved
-	rs := small[:0]
+	var small [8]job
+	jobs := small[:0]
 	if len(reqs) > len(small) {
-		rs = make([]resolved, 0, len(reqs))
+		jobs = make([]job, 0, len(reqs))
 	}
 	for i := range reqs {
 		r, err := l.resolve(set, i, &reqs[i])
@@ -170,35 +220,208 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		if r.limit.Algorithm == bucket.Concurrency && reqs[i].Cost > 0 {
 			return out[:0], &FieldError{i, "algorithm", "concurrency limits are taken with Acquire and Release; Check may only read them (cost 0)", ErrInvalid}
 		}
-		rs = append(rs, r)
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost})
 	}
-	now := l.clock().UnixNano()
 	out = out[:0]
-	for i := range rs {
-		out = append(out, l.take(&rs[i], now, reqs[i].Cost))
+	for i := range jobs {
+		out = append(out, Result{Policy: reqs[i].Policy, Period: jobs[i].limit.Period})
 	}
+	for i := range jobs {
+		jobs[i].res = &out[i]
+	}
+	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
 	return out, nil
 }
 
-// take applies one resolved item to the local store.
-func (l *Limiter) take(r *resolved, now, cost int64) Result {
-	res := Result{Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: l.name}
-	var err error
-	if r.limit.Algorithm == bucket.Concurrency {
-		// Cost 0 on a concurrency limit reads the in-flight count.
-		_, res.Result, err = l.store.Acquire(r.hash, r.limit, now, 0, time.Second)
-	} else {
-		res.Result, err = l.store.Take(r.hash, r.limit, now, cost)
-	}
-	if err != nil {
-		res.Err = err
-		res.Allowed = false
-	}
-	l.metrics.observe(r.limit.Algorithm, &res)
-	return res
+// job is one item being decided; res receives the answer.
+type job struct {
+	hash  uint64
+	limit bucket.Limit
+	cost  int64
+	owner ring.Member
+	res   *Result
 }
 
-// Acquire takes a lease on a concurrency limit.
+// route returns the node that should decide hash, and whether it is this one.
+func (l *Limiter) route(v *view, hash uint64) (ring.Member, bool) {
+	owner, mine := v.owner(l.name, hash)
+	if mine {
+		if to, ok := l.moved.get(hash); ok {
+			return to, false
+		}
+	}
+	return owner, mine
+}
+
+// decide answers jobs: those this node owns here, the others through their
+// owners. forceLocal applies every job here (a forwarded item whose hop
+// budget is spent).
+func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool, jobs []job, now int64) {
+	var remote []*job
+	for i := range jobs {
+		j := &jobs[i]
+		owner, mine := l.route(v, j.hash)
+		if mine || forceLocal || l.peers == nil {
+			l.applyLocal(ctx, v, j, now)
+			continue
+		}
+		j.owner = owner
+		remote = append(remote, j)
+	}
+	if len(remote) > 0 {
+		l.forward(ctx, v, hops, remote, now)
+	}
+}
+
+// applyLocal decides one job on this node's store, first fetching the key's
+// state from its previous owner if it may still be on its way.
+func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
+	l.awaitState(ctx, v, j.hash)
+	res := j.res
+	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil
+	var err error
+	if j.limit.Algorithm == bucket.Concurrency {
+		// Cost 0 on a concurrency limit reads the in-flight count.
+		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)
+	} else {
+		res.Result, err = l.store.Take(j.hash, j.limit, now, j.cost)
+	}
+	if err != nil {
+		res.Err, res.Allowed = err, false
+	}
+	l.metrics.observe(j.limit.Algorithm, res)
+}
+
+// forward sends jobs to their owners, one concurrent call per owner, and
+// reroutes those whose owner changed if a call fails.
+func (l *Limiter) forward(ctx context.Context, v *view, hops int, jobs []*job, now int64) {
+	groups := groupByOwner(jobs)
+	if len(groups) == 1 {
+		l.forwardGroup(ctx, v, hops, groups[0], now)
+		return
+	}
+	done := make(chan struct{}, len(groups)-1)
+	for _, g := range groups[1:] {
+		go func() {
+			l.forwardGroup(ctx, v, hops, g, now)
+			done <- struct{}{}
+		}()
+	}
+	l.forwardGroup(ctx, v, hops, groups[0], now)
+	for range groups[1:] {
+		<-done
+	}
+}
+
+// groupByOwner splits jobs by owner, keeping their order within a group.
+func groupByOwner(jobs []*job) [][]*job {
+	if len(jobs) == 1 {
+		return [][]*job{jobs}
+	}
+	var groups [][]*job
+	idx := map[string]int{}
+	for _, j := range jobs {
+		g, ok := idx[j.owner.Name]
+		if !ok {
+			g = len(groups)
+			idx[j.owner.Name] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], j)
+	}
+	return groups
+}
+
+// forwardGroup sends jobs that share an owner in one call.
+func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*job, now int64) {
+	owner := jobs[0].owner
+	items := make([]Forwarded, len(jobs))
+	answers := make([]Answer, len(jobs))
+	for i, j := range jobs {
+		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost}
+	}
+	err := l.peers.Check(ctx, owner, hops, items, answers)
+	l.metrics.forwarded.Add(float64(len(jobs)))
+	if err == nil {
+		for i, j := range jobs {
+			res := j.res
+			res.Result, res.Err, res.Source, res.Owner = answers[i].Result, answers[i].Err, SourceOwner, owner.Name
+			if res.Err != nil {
+				res.Allowed = false
+			}
+			l.metrics.observe(j.limit.Algorithm, res)
+		}
+		return
+	}
+	// The owner did not answer. If the ring has moved on meanwhile (the
+	// owner left), decide again with the new ring; otherwise report it.
+	if nv := l.view.Load(); nv != v {
+		retry := make([]job, 0, len(jobs))
+		for _, j := range jobs {
+			if o, _ := l.route(nv, j.hash); o.Name != owner.Name {
+				retry = append(retry, *j)
+			} else {
+				l.failed(j, owner, err)
+			}
+		}
+		if len(retry) > 0 {
+			l.decide(ctx, nv, hops, false, retry, now)
+		}
+		return
+	}
+	for _, j := range jobs {
+		l.failed(j, owner, err)
+	}
+}
+
+// failed answers a job whose owner could not be reached.
+func (l *Limiter) failed(j *job, owner ring.Member, err error) {
+	res := j.res
+	res.Result = bucket.Result{Limit: j.limit.Capacity()}
+	res.Source, res.Owner = SourceOwner, owner.Name
+	if !errors.Is(err, ErrPeerUnavailable) {
+		err = fmt.Errorf("%w: %s: %w", ErrPeerUnavailable, owner.Name, err)
+	}
+	res.Err = err
+	l.metrics.observe(j.limit.Algorithm, res)
+}
+
+// awaitState makes sure that, if hash's partition was just gained from
+// another node and its state has not arrived yet, it is fetched from that
+// node before this one decides on it. Concurrent checks of one key share
+// one fetch.
+func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64) {
+	if v == nil || v.pending == nil || l.peers == nil {
+		return
+	}
+	from, ok := v.pending.source(v.ring.Partition(hash), hash)
+	if !ok {
+		return
+	}
+	_, _, _ = l.fetches.Do(strconv.FormatUint(hash, 16), func() (any, error) {
+		if _, ok := v.pending.source(v.ring.Partition(hash), hash); !ok {
+			return nil, nil // settled while this call waited its turn
+		}
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.fetchTimeout)
+		defer cancel()
+		entries, err := l.peers.Fetch(fctx, from, []uint64{hash})
+		if err != nil {
+			l.log.Warn("previous owner unreachable; its keys start afresh here", "from", from.Name, "err", err)
+			v.pending.giveUp(from.Name)
+			return nil, err
+		}
+		now := l.clock().UnixNano()
+		for _, e := range entries {
+			if err := l.store.Import(e, now); err != nil {
+				l.log.Warn("fetched state refused", "from", from.Name, "err", err)
+			}
+		}
+		v.pending.settle(hash)
+		return nil, nil
+	})
+}
+
+// Acquire takes a lease on a concurrency limit, on the key's owner.
 func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
 	set := l.policies.Load()
 	r, err := l.resolve(set, 0, &req.Request)
@@ -217,12 +440,10 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	case ttl > MaxLeaseTTL:
 		return Lease{}, &FieldError{0, "ttl", fmt.Sprintf("must be <= %s", MaxLeaseTTL), ErrInvalid}
 	}
-	now := l.clock().UnixNano()
-	out := Lease{Result: Result{Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: l.name}}
-	id, res, err := l.store.Acquire(r.hash, r.limit, now, req.Cost, ttl)
-	out.Result.Result = res
-	if err != nil {
-		out.Err, out.Allowed = err, false
+	a, id, owner := l.acquire(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Cost: req.Cost}, ttl)
+	out := Lease{Result: Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}}
+	if out.Err != nil {
+		out.Allowed = false
 	}
 	if out.Allowed && id != 0 {
 		out.ID = strconv.FormatUint(id, 16)
@@ -232,7 +453,23 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	return out, nil
 }
 
-// Release returns a lease. It reports whether the lease was held.
+// acquire takes a lease here or on the owner and names who answered.
+func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, ttl time.Duration) (Answer, uint64, string) {
+	owner, mine := l.route(v, it.Hash)
+	if mine || forceLocal || l.peers == nil {
+		l.awaitState(ctx, v, it.Hash)
+		id, res, err := l.store.Acquire(it.Hash, it.Limit, l.clock().UnixNano(), it.Cost, ttl)
+		return Answer{Result: res, Err: err}, id, l.name
+	}
+	a, id, err := l.peers.Acquire(ctx, owner, hops, it, ttl)
+	if err != nil {
+		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, 0, owner.Name
+	}
+	return a, id, owner.Name
+}
+
+// Release returns a lease on the key's owner. It reports whether the lease
+// was held.
 func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result, error) {
 	set := l.policies.Load()
 	r, err := l.resolve(set, 0, &req.Request)
@@ -246,11 +483,21 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 	if err != nil || id == 0 {
 		return false, Result{}, &FieldError{0, "lease_id", fmt.Sprintf("malformed lease id %q", req.LeaseID), ErrInvalid}
 	}
-	out := Result{Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: l.name}
-	ok, res, err := l.store.Release(r.hash, r.limit, l.clock().UnixNano(), id)
-	out.Result = res
-	if err != nil {
-		out.Err = err
+	a, ok, owner := l.release(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit}, id)
+	return ok, Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}, nil
+}
+
+// release returns a lease here or on the owner and names who answered.
+func (l *Limiter) release(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, id uint64) (Answer, bool, string) {
+	owner, mine := l.route(v, it.Hash)
+	if mine || forceLocal || l.peers == nil {
+		l.awaitState(ctx, v, it.Hash)
+		ok, res, err := l.store.Release(it.Hash, it.Limit, l.clock().UnixNano(), id)
+		return Answer{Result: res, Err: err}, ok, l.name
 	}
-	return ok, out, nil
+	a, ok, err := l.peers.Release(ctx, owner, hops, it, id)
+	if err != nil {
+		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, false, owner.Name
+	}
+	return a, ok, owner.Name
 }

@@ -11,6 +11,10 @@ import (
 type metrics struct {
 	// checks[algorithm][outcome]
 	checks [bucket.Concurrency + 1][3]prometheus.Counter
+	// forwarded counts items sent to their owner on another node.
+	forwarded prometheus.Counter
+	// handedOff counts states pushed to their new owner.
+	handedOff prometheus.Counter
 }
 
 const (
@@ -32,11 +36,19 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 			m.checks[a][o] = checks.WithLabelValues(a.String(), name)
 		}
 	}
+	m.forwarded = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "forwarded_checks_total",
+		Help: "Checks this node sent to the node that owns their key.",
+	})
+	m.handedOff = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "handoff_states_total",
+		Help: "Key states this node pushed to their new owner.",
+	})
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		checks,
+		checks, m.forwarded, m.handedOff,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "store_keys",
 			Help: "Keys held in the node's store.",

@@ -1,0 +1,52 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// ErrPeerUnavailable marks a failure to reach a key's owner.
+var ErrPeerUnavailable = errors.New("limiter: owner unavailable")
+
+// Forwarded is one check sent to a key's owner: the key's identity hash,
+// its resolved limit and the cost. The owner needs nothing else.
+type Forwarded struct {
+	Hash  uint64
+	Limit bucket.Limit
+	Cost  int64
+}
+
+// Answer is an owner's answer to one Forwarded item.
+type Answer struct {
+	bucket.Result
+	// Err is set when the owner could not evaluate the item (e.g. its
+	// store is full).
+	Err error
+}
+
+// Peers reaches the other nodes of the cluster (transport's peer client
+// implements it). All methods are safe for concurrent use, and each call is
+// bounded by ctx and by the implementation's own per-call deadline. An error
+// returned by a method (rather than in an Answer) means the node was not
+// reached or did not answer; it should wrap ErrPeerUnavailable.
+type Peers interface {
+	// Check applies items on node to and fills out[i] for items[i].
+	// Concurrent calls to the same node may be coalesced into one RPC.
+	// hops counts earlier forwards of these items.
+	Check(ctx context.Context, to ring.Member, hops int, items []Forwarded, out []Answer) error
+	// Acquire takes a lease on node to.
+	Acquire(ctx context.Context, to ring.Member, hops int, item Forwarded, ttl time.Duration) (Answer, uint64, error)
+	// Release returns a lease on node to.
+	Release(ctx context.Context, to ring.Member, hops int, item Forwarded, leaseID uint64) (Answer, bool, error)
+	// Fetch moves the states of keys from node from (their previous owner)
+	// to the caller.
+	Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error)
+	// Handoff pushes states to node to, their new owner, and tells it which
+	// partitions this node has finished handing off.
+	Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error
+}
