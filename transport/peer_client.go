@@ -1,0 +1,749 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/limiter"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// Defaults of PeerClientConfig.
+const (
+	DefaultPeerTimeout     = 500 * time.Millisecond
+	DefaultPeerMaxBatch    = 512
+	DefaultPeerMaxInflight = 4
+)
+
+// Bounds of the RPCs other than Check.
+const (
+	// fetchBatch is the most hashes in one Fetch RPC.
+	fetchBatch = 256
+	// fetchRecvBytes is the largest Fetch response accepted: a sliding
+	// log state can be large (MaxSlidingLogLimit entries).
+	fetchRecvBytes = 128 << 20
+	// handoffBytes and handoffStates bound one Handoff RPC, well below
+	// gRPC's default 4 MiB limit on the receiver.
+	handoffBytes  = 1 << 20
+	handoffStates = 4096
+	// handoffTimeouts is a Handoff RPC's deadline in units of Timeout.
+	handoffTimeouts = 5
+)
+
+// PeerClientConfig configures a PeerClient. Zero fields take their
+// defaults.
+type PeerClientConfig struct {
+	// Self is this node's name, sent as the caller of every RPC. Required.
+	Self string
+	// Timeout is the deadline of a peer RPC (bounded by the caller's
+	// context); default 500ms. Handoff RPCs get 5×Timeout.
+	Timeout time.Duration
+	// MaxBatch is the most items in one forwarded Check RPC; default 512,
+	// at most MaxPeerBatch. A call with more items is split.
+	MaxBatch int
+	// BatchWindow is an extra wait to fill a Check batch: a sender that
+	// finds fewer than MaxBatch items queued waits up to BatchWindow for
+	// more. The default 0 batches adaptively only: a call to an idle peer
+	// is sent at once.
+	BatchWindow time.Duration
+	// MaxInflight is the most concurrent Check RPCs (and Fetch RPCs) per
+	// peer; default 4. Calls beyond it queue and are coalesced.
+	MaxInflight int
+	// Metrics records RPCs and batch sizes; nil records nothing.
+	Metrics *PeerMetrics
+	// DialOptions are passed to grpc.NewClient; the default is insecure
+	// transport credentials.
+	DialOptions []grpc.DialOption
+}
+
+// PeerClient reaches the other nodes of the cluster over sluice.v1.Peer; it
+// implements limiter.Peers. It keeps one gRPC connection per peer, created
+// on first use, and coalesces concurrent Check (and Fetch) calls to the same
+// peer into few RPCs (see batcher). It is safe for concurrent use.
+type PeerClient struct {
+	cfg       PeerClientConfig
+	m         *PeerMetrics
+	ctx       context.Context // cancelled by Close; parent of batched RPCs
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // sender goroutines
+	checkPool *sync.Pool
+	fetchPool *sync.Pool
+
+	mu     sync.RWMutex
+	peers  map[string]*peerConn // by name
+	closed bool
+}
+
+var _ limiter.Peers = (*PeerClient)(nil)
+
+// errClientClosed answers calls made after (or queued at) Close.
+var errClientClosed = fmt.Errorf("%w: peer client closed", limiter.ErrPeerUnavailable)
+
+// NewPeerClient builds a PeerClient. It opens no connection yet.
+func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
+	switch {
+	case cfg.Self == "":
+		return nil, errors.New("transport: PeerClientConfig.Self is required")
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("transport: PeerClientConfig.Timeout must be >= 0, got %v", cfg.Timeout)
+	case cfg.MaxBatch < 0 || cfg.MaxBatch > MaxPeerBatch:
+		return nil, fmt.Errorf("transport: PeerClientConfig.MaxBatch must be in [0, %d], got %d", MaxPeerBatch, cfg.MaxBatch)
+	case cfg.BatchWindow < 0:
+		return nil, fmt.Errorf("transport: PeerClientConfig.BatchWindow must be >= 0, got %v", cfg.BatchWindow)
+	case cfg.MaxInflight < 0:
+		return nil, fmt.Errorf("transport: PeerClientConfig.MaxInflight must be >= 0, got %d", cfg.MaxInflight)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultPeerTimeout
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = DefaultPeerMaxBatch
+	}
+	if cfg.MaxInflight == 0 {
+		cfg.MaxInflight = DefaultPeerMaxInflight
+	}
+	if len(cfg.DialOptions) == 0 {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	} else {
+		cfg.DialOptions = slices.Clone(cfg.DialOptions)
+	}
+	// Surface bad dial options now rather than on the first forward.
+	probe, err := grpc.NewClient("passthrough:///sluice-peer-probe", cfg.DialOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("transport: PeerClientConfig.DialOptions: %w", err)
+	}
+	_ = probe.Close()
+	c := &PeerClient{
+		cfg:       cfg,
+		m:         cfg.Metrics,
+		peers:     make(map[string]*peerConn),
+		checkPool: newPendingPool[limiter.Forwarded, limiter.Answer](),
+		fetchPool: newPendingPool[uint64, store.Entry](),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Close fails queued calls, aborts RPCs in flight, waits for every sender
+// goroutine and closes the connections. Calls after Close fail with an
+// error wrapping limiter.ErrPeerUnavailable.
+func (c *PeerClient) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	peers := c.peers
+	c.peers = nil
+	c.mu.Unlock()
+	c.cancel()
+	for _, p := range peers {
+		p.closeBatchers(errClientClosed)
+	}
+	c.wg.Wait()
+	var errs []error
+	for _, p := range peers {
+		if err := p.cc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("transport: closing conn to %s: %w", p.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Forget closes the connections of the peers for which keep returns false
+// (the node calls it when membership changes with "is still a member").
+// Their queued and in-flight calls fail with limiter.ErrPeerUnavailable; a
+// later call to such a peer opens a new connection. keep is called with
+// the client's lock held and must not call the client.
+func (c *PeerClient) Forget(keep func(name string) bool) {
+	var gone []*peerConn
+	c.mu.Lock()
+	for name, p := range c.peers {
+		if !keep(name) {
+			delete(c.peers, name)
+			gone = append(gone, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range gone {
+		p.retire(fmt.Errorf("%w: %s left the cluster", limiter.ErrPeerUnavailable, p.name))
+	}
+}
+
+// peerFor returns the connection to m, creating it on first use and
+// replacing it when m's address changed.
+func (c *PeerClient) peerFor(m ring.Member) (*peerConn, error) {
+	c.mu.RLock()
+	p := c.peers[m.Name]
+	closed := c.closed
+	c.mu.RUnlock()
+	if p != nil && p.addr == m.GRPCAddr {
+		return p, nil
+	}
+	if closed {
+		return nil, errClientClosed
+	}
+	if m.Name == "" || m.GRPCAddr == "" {
+		return nil, fmt.Errorf("%w: member %q has no name or gRPC address", limiter.ErrPeerUnavailable, m.Name)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errClientClosed
+	}
+	old := c.peers[m.Name]
+	if old != nil && old.addr == m.GRPCAddr {
+		c.mu.Unlock()
+		return old, nil
+	}
+	cc, err := grpc.NewClient(m.GRPCAddr, c.cfg.DialOptions...)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s (%s): %w", limiter.ErrPeerUnavailable, m.Name, m.GRPCAddr, err)
+	}
+	p = c.newPeer(m, cc)
+	c.peers[m.Name] = p
+	c.mu.Unlock()
+	if old != nil {
+		old.retire(fmt.Errorf("%w: %s moved from %s to %s", limiter.ErrPeerUnavailable, m.Name, old.addr, m.GRPCAddr))
+	}
+	return p, nil
+}
+
+// checkBatcher and fetchBatcher are the batchers of a peer.
+type (
+	checkBatcher = batcher[limiter.Forwarded, limiter.Answer]
+	fetchBatcher = batcher[uint64, store.Entry]
+	checkCall    = pendingCall[limiter.Forwarded, limiter.Answer]
+	fetchCall    = pendingCall[uint64, store.Entry]
+)
+
+// peerConn is the client side of one peer: its connection and batchers.
+type peerConn struct {
+	c          *PeerClient
+	name, addr string
+	cc         *grpc.ClientConn
+	rpc        sluicev1.PeerClient
+	check0     *checkBatcher // hops 0, the common case
+	fetch      *fetchBatcher
+
+	mu        sync.Mutex
+	checkHops map[uint32]*checkBatcher // hops > 0; requests carry one hops value
+	closed    bool
+}
+
+func (c *PeerClient) newPeer(m ring.Member, cc *grpc.ClientConn) *peerConn {
+	p := &peerConn{c: c, name: m.Name, addr: m.GRPCAddr, cc: cc, rpc: sluicev1.NewPeerClient(cc)}
+	p.check0 = p.newCheckBatcher(0)
+	p.fetch = &fetchBatcher{
+		ctx: c.ctx, wg: &c.wg, pool: c.fetchPool,
+		maxBatch: fetchBatch, maxInflight: c.cfg.MaxInflight, timeout: c.cfg.Timeout,
+		flush: p.sendFetch,
+		full:  make(chan struct{}, 1),
+	}
+	return p
+}
+
+func (p *peerConn) newCheckBatcher(hops uint32) *checkBatcher {
+	c := p.c
+	return &checkBatcher{
+		ctx: c.ctx, wg: &c.wg, pool: c.checkPool,
+		maxBatch: c.cfg.MaxBatch, maxInflight: c.cfg.MaxInflight,
+		window: c.cfg.BatchWindow, timeout: c.cfg.Timeout,
+		flush: func(ctx context.Context, calls []*checkCall, n int) { p.sendCheck(ctx, hops, calls, n) },
+		full:  make(chan struct{}, 1),
+	}
+}
+
+// checkBatcher returns the batcher for requests of the given hop count.
+func (p *peerConn) checkBatcher(hops uint32) (*checkBatcher, error) {
+	if hops == 0 {
+		return p.check0, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errClientClosed
+	}
+	b := p.checkHops[hops]
+	if b == nil {
+		if p.checkHops == nil {
+			p.checkHops = make(map[uint32]*checkBatcher)
+		}
+		b = p.newCheckBatcher(hops)
+		p.checkHops[hops] = b
+	}
+	return b, nil
+}
+
+// closeBatchers fails queued calls with err and refuses new ones.
+func (p *peerConn) closeBatchers(err error) {
+	p.mu.Lock()
+	p.closed = true
+	bs := make([]*checkBatcher, 0, 1+len(p.checkHops))
+	bs = append(bs, p.check0)
+	for _, b := range p.checkHops {
+		bs = append(bs, b)
+	}
+	p.mu.Unlock()
+	for _, b := range bs {
+		b.close(err)
+	}
+	p.fetch.close(err)
+}
+
+// retire closes a peer that was removed from the client's map: its calls
+// fail with err and its connection is closed (its senders see their RPCs
+// fail and exit).
+func (p *peerConn) retire(err error) {
+	p.closeBatchers(err)
+	_ = p.cc.Close()
+}
+
+// unavailable wraps an RPC error: errors.Is(err, limiter.ErrPeerUnavailable)
+// holds and status.Code(err) is the RPC's code.
+func (p *peerConn) unavailable(method string, err error) error {
+	return fmt.Errorf("%w: %s %s (%s): %w", limiter.ErrPeerUnavailable, method, p.name, p.addr, err)
+}
+
+// callErr is the error of a direct (unbatched) RPC: the caller's own
+// ctx.Err() when its context ended, otherwise the RPC error wrapped.
+func (p *peerConn) callErr(ctx context.Context, method int, err error) error {
+	p.c.m.rpcError(method)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return p.unavailable(peerMethods[method], err)
+}
+
+// Check applies items on node to and fills out[i] for items[i]. Calls to
+// the same node are coalesced; see PeerClientConfig. An error means the
+// node did not answer (it wraps limiter.ErrPeerUnavailable), or is ctx.Err()
+// when ctx ended first; out is then unspecified.
+func (c *PeerClient) Check(ctx context.Context, to ring.Member, hops int, items []limiter.Forwarded, out []limiter.Answer) error {
+	if len(items) == 0 {
+		return nil
+	}
+	if len(out) < len(items) {
+		return fmt.Errorf("transport: PeerClient.Check: %d answers for %d items", len(out), len(items))
+	}
+	if hops < 0 || hops > maxPeerHops {
+		return fmt.Errorf("transport: PeerClient.Check: hops %d out of [0, %d]", hops, maxPeerHops)
+	}
+	p, err := c.peerFor(to)
+	if err != nil {
+		return err
+	}
+	b, err := p.checkBatcher(uint32(hops))
+	if err != nil {
+		return err
+	}
+	maxBatch := c.cfg.MaxBatch
+	if len(items) <= maxBatch {
+		pc := b.get()
+		pc.in, pc.out = items, out[:len(items)]
+		one := [1]*checkCall{pc}
+		return b.do(ctx, one[:], nil)
+	}
+	calls := make([]*checkCall, 0, (len(items)+maxBatch-1)/maxBatch)
+	for off := 0; off < len(items); off += maxBatch {
+		end := min(off+maxBatch, len(items))
+		pc := b.get()
+		pc.in, pc.out = items[off:end], out[off:end]
+		calls = append(calls, pc)
+	}
+	return b.do(ctx, calls, nil)
+}
+
+// sendCheck is the Check batcher's flush: one RPC for calls.
+func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCall, _ int) {
+	live, n := dropAbandoned(calls)
+	if len(live) == 0 {
+		return
+	}
+	// One allocation each for the items, their limits and their pointers.
+	items := make([]sluicev1.PeerItem, n)
+	limits := make([]sluicev1.PeerLimit, n)
+	req := &sluicev1.PeerCheckRequest{From: p.c.cfg.Self, Hops: hops, Items: make([]*sluicev1.PeerItem, n)}
+	k := 0
+	for _, pc := range live {
+		for i := range pc.in {
+			req.Items[k] = toPeerItem(&items[k], &limits[k], &pc.in[i])
+			k++
+		}
+	}
+	p.c.m.checkRPC(n)
+	resp, err := p.rpc.Check(ctx, req)
+	if err == nil && len(resp.GetResults()) != n {
+		err = status.Errorf(codes.Internal, "peer answered %d results for %d items", len(resp.GetResults()), n)
+	}
+	if err != nil {
+		p.c.m.rpcError(peerCheck)
+		err = p.unavailable("Check", err)
+		for _, pc := range live {
+			pc.fail(err)
+		}
+		return
+	}
+	results := resp.GetResults()
+	for _, pc := range live {
+		res := results[:len(pc.in)]
+		results = results[len(pc.in):]
+		if pc.claim() {
+			for i := range pc.out {
+				fromPeerResult(&pc.out[i], res[i])
+			}
+			pc.done <- nil // pc may be reused from here on
+		}
+	}
+}
+
+// dropAbandoned filters, in place, the calls whose callers left while they
+// were queued, and counts the items of the others.
+func dropAbandoned[I, O any](calls []*pendingCall[I, O]) ([]*pendingCall[I, O], int) {
+	live, n := calls[:0], 0
+	for _, pc := range calls {
+		if pc.state.Load() != callAbandoned {
+			live = append(live, pc)
+			n += len(pc.in)
+		}
+	}
+	return live, n
+}
+
+// Acquire takes a lease on node to.
+func (c *PeerClient) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64, error) {
+	if hops < 0 || hops > maxPeerHops {
+		return limiter.Answer{}, 0, fmt.Errorf("transport: PeerClient.Acquire: hops %d out of [0, %d]", hops, maxPeerHops)
+	}
+	p, err := c.peerFor(to)
+	if err != nil {
+		return limiter.Answer{}, 0, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var it sluicev1.PeerItem
+	var lim sluicev1.PeerLimit
+	req := &sluicev1.PeerAcquireRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), TtlNs: int64(ttl)}
+	c.m.rpc(peerAcquire)
+	resp, err := p.rpc.Acquire(rctx, req)
+	if err != nil {
+		return limiter.Answer{}, 0, p.callErr(ctx, peerAcquire, err)
+	}
+	var a limiter.Answer
+	fromPeerResult(&a, resp.GetResult())
+	return a, resp.GetLeaseId(), nil
+}
+
+// Release returns a lease on node to.
+func (c *PeerClient) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool, error) {
+	if hops < 0 || hops > maxPeerHops {
+		return limiter.Answer{}, false, fmt.Errorf("transport: PeerClient.Release: hops %d out of [0, %d]", hops, maxPeerHops)
+	}
+	p, err := c.peerFor(to)
+	if err != nil {
+		return limiter.Answer{}, false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var it sluicev1.PeerItem
+	var lim sluicev1.PeerLimit
+	req := &sluicev1.PeerReleaseRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), LeaseId: leaseID}
+	c.m.rpc(peerRelease)
+	resp, err := p.rpc.Release(rctx, req)
+	if err != nil {
+		return limiter.Answer{}, false, p.callErr(ctx, peerRelease, err)
+	}
+	var a limiter.Answer
+	fromPeerResult(&a, resp.GetResult())
+	return a, resp.GetReleased(), nil
+}
+
+// Fetch moves the states of hashes from node from (their previous owner)
+// to the caller. Concurrent fetches from the same node are coalesced like
+// checks (adaptively, without BatchWindow). A state is returned to every
+// concurrent caller that asked for its hash.
+func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
+	if len(hashes) == 0 {
+		return nil, nil
+	}
+	p, err := c.peerFor(from)
+	if err != nil {
+		return nil, err
+	}
+	b := p.fetch
+	calls := make([]*fetchCall, 0, (len(hashes)+fetchBatch-1)/fetchBatch)
+	for off := 0; off < len(hashes); off += fetchBatch {
+		pc := b.get()
+		pc.in = hashes[off:min(off+fetchBatch, len(hashes))]
+		calls = append(calls, pc)
+	}
+	var out []store.Entry
+	err = b.do(ctx, calls, func(pc *fetchCall) {
+		if out == nil {
+			out = pc.out
+		} else {
+			out = append(out, pc.out...)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sendFetch is the Fetch batcher's flush: one RPC for calls.
+func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
+	live, n := dropAbandoned(calls)
+	if len(live) == 0 {
+		return
+	}
+	hashes := make([]uint64, 0, n)
+	for _, pc := range live {
+		hashes = append(hashes, pc.in...)
+	}
+	p.c.m.rpc(peerFetch)
+	resp, err := p.rpc.Fetch(ctx, &sluicev1.FetchRequest{From: p.c.cfg.Self, Hashes: hashes}, grpc.MaxCallRecvMsgSize(fetchRecvBytes))
+	if err != nil {
+		p.c.m.rpcError(peerFetch)
+		err = p.unavailable("Fetch", err)
+		for _, pc := range live {
+			pc.fail(err)
+		}
+		return
+	}
+	// The owner deleted what it sent: keep every state it could send, even
+	// if one is malformed (that one is dropped; it cannot be imported).
+	states := resp.GetStates()
+	entries := make([]store.Entry, 0, len(states))
+	for _, ks := range states {
+		var e store.Entry
+		if fromKeyState(&e, ks) == nil {
+			entries = append(entries, e)
+		}
+	}
+	if len(live) == 1 {
+		if pc := live[0]; pc.claim() {
+			pc.out = entries
+			pc.done <- nil
+		}
+		return
+	}
+	given := make([]bool, len(entries))
+	for _, pc := range live {
+		if !pc.claim() {
+			continue
+		}
+		var out []store.Entry
+		for i := range entries {
+			if !slices.Contains(pc.in, entries[i].Key) {
+				continue
+			}
+			e := entries[i]
+			if given[i] { // also asked for by another caller: its own copy
+				e.Log.Entries = slices.Clone(e.Log.Entries)
+				e.Leases.Leases = slices.Clone(e.Leases.Leases)
+			}
+			given[i] = true
+			out = append(out, e)
+		}
+		pc.out = out
+		pc.done <- nil
+	}
+}
+
+// Handoff pushes states to node to, their new owner, in RPCs of at most
+// about 1 MiB, and sends donePartitions with the last one, so the receiver
+// learns a partition is complete only after all its states arrived. States
+// the receiver refuses (its store is full) are counted in the metrics; they
+// are not an error.
+func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
+	if len(entries) == 0 && len(donePartitions) == 0 {
+		return nil
+	}
+	var done []int32
+	if len(donePartitions) > 0 {
+		done = make([]int32, len(donePartitions))
+		for i, d := range donePartitions {
+			if d < 0 || d > math.MaxInt32 {
+				return fmt.Errorf("transport: PeerClient.Handoff: partition %d out of range", d)
+			}
+			done[i] = int32(d)
+		}
+	}
+	p, err := c.peerFor(to)
+	if err != nil {
+		return err
+	}
+	for start := 0; ; {
+		end, size := start, 0
+		for end < len(entries) && end-start < handoffStates {
+			s := keyStateSize(&entries[end])
+			if end > start && size+s > handoffBytes {
+				break
+			}
+			size += s
+			end++
+		}
+		req := &sluicev1.HandoffRequest{From: c.cfg.Self}
+		if end > start {
+			states := make([]sluicev1.KeyState, end-start)
+			req.States = make([]*sluicev1.KeyState, end-start)
+			for i := range states {
+				req.States[i] = toKeyState(&states[i], &entries[start+i])
+			}
+		}
+		last := end == len(entries)
+		if last {
+			req.DonePartitions = done
+		}
+		rctx, cancel := context.WithTimeout(ctx, handoffTimeouts*c.cfg.Timeout)
+		c.m.rpc(peerHandoff)
+		resp, err := p.rpc.Handoff(rctx, req)
+		cancel()
+		if err != nil {
+			return p.callErr(ctx, peerHandoff, err)
+		}
+		c.m.refused(resp.GetRefused())
+		if last {
+			return nil
+		}
+		start = end
+	}
+}
+
+// PeerMetrics are the peer client's Prometheus metrics, with atomic
+// counters alongside for cheap reads (Snapshot). No per-key or per-peer
+// labels.
+type PeerMetrics struct {
+	rpcs     [numPeerMethods]prometheus.Counter
+	errs     [numPeerMethods]prometheus.Counter
+	items    prometheus.Counter
+	batch    prometheus.Histogram
+	refusedC prometheus.Counter
+	served   *prometheus.HistogramVec // server side, by RegisterPeer
+
+	checkRPCs, forwardedItems atomic.Uint64
+}
+
+// PeerStats is a snapshot of PeerMetrics.
+type PeerStats struct {
+	// CheckRPCs is the number of Check RPCs sent.
+	CheckRPCs uint64
+	// ForwardedItems is the number of items sent in Check RPCs;
+	// ForwardedItems/CheckRPCs is the mean batch size.
+	ForwardedItems uint64
+}
+
+// NewPeerMetrics registers the peer client metrics on reg; a nil reg keeps
+// them unregistered (they still work):
+//
+//	sluice_peer_rpcs_total{method}        RPCs sent, by method
+//	sluice_peer_rpc_errors_total{method}  RPCs that failed, by method
+//	sluice_peer_forwarded_items_total     items sent in Check RPCs
+//	sluice_peer_batch_items               items per Check RPC (histogram)
+//	sluice_peer_handoff_refused_total     states a new owner refused (full)
+//	sluice_peer_served_duration_seconds{method}  latency of the peer calls
+//	                                      this node serves, when passed to
+//	                                      RegisterPeer
+func NewPeerMetrics(reg prometheus.Registerer) (*PeerMetrics, error) {
+	rpcs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "peer_rpcs_total",
+		Help: "RPCs sent to other nodes, by method.",
+	}, []string{"method"})
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "peer_rpc_errors_total",
+		Help: "RPCs to other nodes that failed, by method.",
+	}, []string{"method"})
+	m := &PeerMetrics{
+		items: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "peer_forwarded_items_total",
+			Help: "Items forwarded to their owners in Check RPCs.",
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Name: "peer_batch_items",
+			Help:    "Items per forwarded Check RPC.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14), // 1 .. 8192
+		}),
+		refusedC: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "peer_handoff_refused_total",
+			Help: "Handed-off states the new owner refused because its store was full.",
+		}),
+		served: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sluice", Name: "peer_served_duration_seconds",
+			Help:    "Latency of the peer calls this node serves, by method.",
+			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1},
+		}, []string{"method"}),
+	}
+	for i, method := range peerMethods {
+		m.rpcs[i] = rpcs.WithLabelValues(method)
+		m.errs[i] = errs.WithLabelValues(method)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{rpcs, errs, m.items, m.batch, m.refusedC, m.served} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// Snapshot returns the current counts (zero for a nil m).
+func (m *PeerMetrics) Snapshot() PeerStats {
+	if m == nil {
+		return PeerStats{}
+	}
+	return PeerStats{CheckRPCs: m.checkRPCs.Load(), ForwardedItems: m.forwardedItems.Load()}
+}
+
+func (m *PeerMetrics) peerServedObserver(method string) prometheus.Observer {
+	if m == nil {
+		return nopObserver{}
+	}
+	return m.served.WithLabelValues(method)
+}
+
+func (m *PeerMetrics) rpc(method int) {
+	if m != nil {
+		m.rpcs[method].Inc()
+	}
+}
+
+func (m *PeerMetrics) rpcError(method int) {
+	if m != nil {
+		m.errs[method].Inc()
+	}
+}
+
+func (m *PeerMetrics) checkRPC(items int) {
+	if m == nil {
+		return
+	}
+	m.rpcs[peerCheck].Inc()
+	m.items.Add(float64(items))
+	m.batch.Observe(float64(items))
+	m.checkRPCs.Add(1)
+	m.forwardedItems.Add(uint64(items))
+}
+
+func (m *PeerMetrics) refused(n int32) {
+	if m != nil && n > 0 {
+		m.refusedC.Add(float64(n))
+	}
+}

@@ -1,0 +1,308 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/limiter"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// Conversions between the limiter's peer types and the sluice.v1 peer
+// messages. The to* functions fill preallocated messages so that a batch
+// costs one allocation per slice, not one per item.
+
+// toProtoAlgorithm maps a bucket algorithm to the wire enum.
+func toProtoAlgorithm(a bucket.Algorithm) sluicev1.Algorithm {
+	switch a {
+	case bucket.TokenBucket:
+		return sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET
+	case bucket.SlidingWindow:
+		return sluicev1.Algorithm_ALGORITHM_SLIDING_WINDOW
+	case bucket.FixedWindow:
+		return sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW
+	case bucket.SlidingLog:
+		return sluicev1.Algorithm_ALGORITHM_SLIDING_LOG
+	case bucket.Concurrency:
+		return sluicev1.Algorithm_ALGORITHM_CONCURRENCY
+	}
+	return sluicev1.Algorithm_ALGORITHM_UNSPECIFIED
+}
+
+// fromProtoAlgorithm maps the wire enum to a bucket algorithm. A peer always
+// sends a resolved algorithm, so UNSPECIFIED is an error here.
+func fromProtoAlgorithm(a sluicev1.Algorithm) (bucket.Algorithm, bool) {
+	switch a {
+	case sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET:
+		return bucket.TokenBucket, true
+	case sluicev1.Algorithm_ALGORITHM_SLIDING_WINDOW:
+		return bucket.SlidingWindow, true
+	case sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW:
+		return bucket.FixedWindow, true
+	case sluicev1.Algorithm_ALGORITHM_SLIDING_LOG:
+		return bucket.SlidingLog, true
+	case sluicev1.Algorithm_ALGORITHM_CONCURRENCY:
+		return bucket.Concurrency, true
+	}
+	return 0, false
+}
+
+// toPeerItem fills item and lim (preallocated) from f and returns item.
+func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.Forwarded) *sluicev1.PeerItem {
+	lim.Algorithm = toProtoAlgorithm(f.Limit.Algorithm)
+	lim.Limit = f.Limit.Limit
+	lim.PeriodNs = int64(f.Limit.Period)
+	lim.Burst = f.Limit.Burst
+	item.Hash = f.Hash
+	item.Limit = lim
+	item.Cost = f.Cost
+	return item
+}
+
+// peerLimitFields maps bucket.FieldError fields to PeerItem field paths.
+var peerLimitFields = map[string]string{
+	"algorithm": "limit.algorithm",
+	"limit":     "limit.limit",
+	"period":    "limit.period_ns",
+	"burst":     "limit.burst",
+}
+
+// fromPeerItem converts and validates a forwarded item. Peers are trusted
+// but may run another version, so nothing reaches the limiter that the
+// bucket algorithms would not accept: the limit passes Validate and the
+// cost is within [0, limiter.MaxCost]. The error names the field relative
+// to the item.
+func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *protoFieldError {
+	if it == nil {
+		return &protoFieldError{"", "must not be null"}
+	}
+	l := it.GetLimit()
+	if l == nil {
+		return &protoFieldError{"limit", "is required"}
+	}
+	alg, ok := fromProtoAlgorithm(l.GetAlgorithm())
+	if !ok {
+		return &protoFieldError{"limit.algorithm", fmt.Sprintf("unknown algorithm %d", l.GetAlgorithm())}
+	}
+	*dst = limiter.Forwarded{
+		Hash:  it.GetHash(),
+		Limit: bucket.Limit{Algorithm: alg, Limit: l.GetLimit(), Period: time.Duration(l.GetPeriodNs()), Burst: l.GetBurst()},
+		Cost:  it.GetCost(),
+	}
+	if err := dst.Limit.Validate(); err != nil {
+		var fe *bucket.FieldError
+		if errors.As(err, &fe) {
+			field := peerLimitFields[fe.Field]
+			if field == "" {
+				field = "limit"
+			}
+			return &protoFieldError{field, fe.Reason}
+		}
+		return &protoFieldError{"limit", err.Error()}
+	}
+	switch {
+	case dst.Cost < 0:
+		return &protoFieldError{"cost", "must be >= 0"}
+	case dst.Cost > limiter.MaxCost:
+		return &protoFieldError{"cost", fmt.Sprintf("must be <= %d", limiter.MaxCost)}
+	}
+	return nil
+}
+
+// toPeerResult fills dst from a and returns it.
+func toPeerResult(dst *sluicev1.PeerResult, a *limiter.Answer) *sluicev1.PeerResult {
+	dst.Allowed = a.Allowed
+	dst.Limit = a.Limit
+	dst.Remaining = a.Remaining
+	dst.ResetAfterNs = int64(a.ResetAfter)
+	dst.RetryAfterNs = int64(a.RetryAfter)
+	if a.Err != nil {
+		code := answerCode(a.Err)
+		dst.ErrorCode = int32(code)
+		dst.ErrorMessage = a.Err.Error()
+		// A plain status error (say from a second hop) travels as its
+		// code and message, not as "rpc error: code = ... desc = ...".
+		if st, ok := a.Err.(interface{ GRPCStatus() *status.Status }); ok && st.GRPCStatus().Code() == code {
+			dst.ErrorMessage = st.GRPCStatus().Message()
+		}
+	}
+	return dst
+}
+
+// fromPeerResult fills dst from r. A nil r (a malformed response) is an
+// Internal error for that item.
+func fromPeerResult(dst *limiter.Answer, r *sluicev1.PeerResult) {
+	if r == nil {
+		*dst = limiter.Answer{Err: status.Error(codes.Internal, "peer sent a null result")}
+		return
+	}
+	*dst = limiter.Answer{Result: bucket.Result{
+		Allowed:    r.GetAllowed(),
+		Limit:      r.GetLimit(),
+		Remaining:  r.GetRemaining(),
+		ResetAfter: time.Duration(r.GetResetAfterNs()),
+		RetryAfter: time.Duration(r.GetRetryAfterNs()),
+	}}
+	if c := r.GetErrorCode(); c != 0 {
+		dst.Err = answerError(codes.Code(c), r.GetErrorMessage())
+		dst.Allowed = false
+	}
+}
+
+// answerCode maps an owner's per-item error to the code sent to the peer.
+// A peer that could not be reached by this node (a second hop) is
+// Unavailable, an item the owner rejects is InvalidArgument, errors that
+// already carry a status keep its code, and the rest map as in the public
+// API. Never OK.
+func answerCode(err error) codes.Code {
+	switch {
+	case errors.Is(err, store.ErrFull):
+		return codes.ResourceExhausted
+	case errors.Is(err, limiter.ErrPeerUnavailable):
+		return codes.Unavailable
+	case errors.Is(err, limiter.ErrInvalid), errors.Is(err, store.ErrWrongAlgorithm),
+		errors.Is(err, bucket.ErrInvalidLimit), errors.Is(err, bucket.ErrUnknownAlgorithm):
+		return codes.InvalidArgument
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.OK && st.Code() != codes.Unknown {
+		return st.Code()
+	}
+	return itemCode(err)
+}
+
+// answerError rebuilds a per-item error sent by a peer: a gRPC status
+// error, which for ResourceExhausted also wraps store.ErrFull so that the
+// limiter and the public API treat a full owner like a full local store.
+func answerError(code codes.Code, msg string) error {
+	if code == codes.ResourceExhausted {
+		return &fullError{msg: msg}
+	}
+	return status.Error(code, msg)
+}
+
+// fullError is a peer's store.ErrFull: errors.Is(err, store.ErrFull) holds
+// and status.Code(err) is ResourceExhausted.
+type fullError struct{ msg string }
+
+func (e *fullError) Error() string {
+	if strings.HasPrefix(e.msg, store.ErrFull.Error()) {
+		return e.msg
+	}
+	return fmt.Sprintf("%v: %s", store.ErrFull, e.msg)
+}
+
+func (e *fullError) Unwrap() error { return store.ErrFull }
+
+// GRPCStatus makes status.Code and status.FromError see ResourceExhausted.
+func (e *fullError) GRPCStatus() *status.Status {
+	return status.New(codes.ResourceExhausted, e.Error())
+}
+
+// toKeyState fills dst from e and returns it. Only the state of e's
+// algorithm is sent.
+func toKeyState(dst *sluicev1.KeyState, e *store.Entry) *sluicev1.KeyState {
+	dst.Hash = e.Key
+	dst.Algorithm = toProtoAlgorithm(e.Algorithm)
+	dst.PeriodNs = e.Period
+	switch e.Algorithm {
+	case bucket.TokenBucket:
+		dst.Tat = e.Token.TAT
+	case bucket.FixedWindow, bucket.SlidingWindow:
+		dst.WindowStart = e.Window.Start
+		dst.WindowExpires = e.Window.Expires
+		dst.WindowPrev = e.Window.Prev
+		dst.WindowCur = e.Window.Cur
+	case bucket.SlidingLog:
+		n := len(e.Log.Entries)
+		vals := make([]int64, 2*n) // one allocation for both columns
+		dst.LogAt, dst.LogCost = vals[:n:n], vals[n:]
+		for i, le := range e.Log.Entries {
+			dst.LogAt[i] = le.At
+			dst.LogCost[i] = le.Cost
+		}
+	case bucket.Concurrency:
+		n := len(e.Leases.Leases)
+		dst.LeaseId = make([]uint64, n)
+		vals := make([]int64, 2*n)
+		dst.LeaseCost, dst.LeaseExpires = vals[:n:n], vals[n:]
+		for i, l := range e.Leases.Leases {
+			dst.LeaseId[i] = l.ID
+			dst.LeaseCost[i] = l.Cost
+			dst.LeaseExpires[i] = l.Expires
+		}
+	}
+	return dst
+}
+
+// fromKeyState converts and checks a state sent by a peer: a known
+// algorithm, columns of equal length, a period for a sliding log. The
+// error names the field relative to the state. The result shares nothing
+// with ks.
+func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *protoFieldError {
+	if ks == nil {
+		return &protoFieldError{"", "must not be null"}
+	}
+	alg, ok := fromProtoAlgorithm(ks.GetAlgorithm())
+	if !ok {
+		return &protoFieldError{"algorithm", fmt.Sprintf("unknown algorithm %d", ks.GetAlgorithm())}
+	}
+	*dst = store.Entry{Key: ks.GetHash(), Algorithm: alg, Period: ks.GetPeriodNs()}
+	switch alg {
+	case bucket.TokenBucket:
+		dst.Token.TAT = ks.GetTat()
+	case bucket.FixedWindow, bucket.SlidingWindow:
+		dst.Window = bucket.WindowState{
+			Start:   ks.GetWindowStart(),
+			Expires: ks.GetWindowExpires(),
+			Prev:    ks.GetWindowPrev(),
+			Cur:     ks.GetWindowCur(),
+		}
+	case bucket.SlidingLog:
+		at, cost := ks.GetLogAt(), ks.GetLogCost()
+		if len(at) != len(cost) {
+			return &protoFieldError{"log_cost", fmt.Sprintf("has %d values for %d log_at", len(cost), len(at))}
+		}
+		if dst.Period <= 0 {
+			return &protoFieldError{"period_ns", "must be > 0 for sliding_log"}
+		}
+		if len(at) > 0 {
+			dst.Log.Entries = make([]bucket.LogEntry, len(at))
+			for i := range at {
+				dst.Log.Entries[i] = bucket.LogEntry{At: at[i], Cost: cost[i]}
+			}
+		}
+	case bucket.Concurrency:
+		id, cost, exp := ks.GetLeaseId(), ks.GetLeaseCost(), ks.GetLeaseExpires()
+		if len(cost) != len(id) {
+			return &protoFieldError{"lease_cost", fmt.Sprintf("has %d values for %d lease_id", len(cost), len(id))}
+		}
+		if len(exp) != len(id) {
+			return &protoFieldError{"lease_expires", fmt.Sprintf("has %d values for %d lease_id", len(exp), len(id))}
+		}
+		if len(id) > 0 {
+			dst.Leases.Leases = make([]bucket.Lease, len(id))
+			for i := range id {
+				dst.Leases.Leases[i] = bucket.Lease{ID: id[i], Cost: cost[i], Expires: exp[i]}
+			}
+		}
+	}
+	return nil
+}
+
+// keyStateSize estimates the encoded size of e's KeyState, to split a
+// handoff into messages well below gRPC's default 4 MiB limit.
+func keyStateSize(e *store.Entry) int {
+	return 64 + 20*len(e.Log.Entries) + 30*len(e.Leases.Leases)
+}

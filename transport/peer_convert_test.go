@@ -1,0 +1,131 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/limiter"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// sampleEntries has a state of every algorithm, including empty and
+// multi-entry logs and lease sets.
+func sampleEntries(base int64) []store.Entry {
+	return []store.Entry{
+		{Key: 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: base + 5e9}},
+		{Key: 2, Algorithm: bucket.FixedWindow, Window: bucket.WindowState{Start: base, Expires: base + 60e9, Cur: 7}},
+		{Key: 3, Algorithm: bucket.SlidingWindow, Window: bucket.WindowState{Start: base, Expires: base + 120e9, Prev: 4, Cur: 9}},
+		{Key: 4, Algorithm: bucket.SlidingLog, Period: int64(time.Minute), Log: bucket.LogState{Entries: []bucket.LogEntry{
+			{At: base - 2e9, Cost: 1}, {At: base - 1e9, Cost: 3}, {At: base, Cost: 2}}}},
+		{Key: 5, Algorithm: bucket.Concurrency, Leases: bucket.LeaseState{Leases: []bucket.Lease{
+			{ID: 11, Cost: 1, Expires: base + 30e9}, {ID: 12, Cost: 2, Expires: base + 60e9}}}},
+		{Key: 6, Algorithm: bucket.SlidingLog, Period: 1, Log: bucket.LogState{}},
+		{Key: 7, Algorithm: bucket.Concurrency},
+		{Key: 1<<64 - 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: -3}},
+	}
+}
+
+func TestPeerConvertKeyStateRoundTrip(t *testing.T) {
+	for _, e := range sampleEntries(time.Now().UnixNano()) {
+		t.Run(fmt.Sprintf("%v/%d", e.Algorithm, e.Key), func(t *testing.T) {
+			var ks sluicev1.KeyState
+			toKeyState(&ks, &e)
+			// Through the wire format too.
+			b, err := proto.Marshal(&ks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wire sluicev1.KeyState
+			if err := proto.Unmarshal(b, &wire); err != nil {
+				t.Fatal(err)
+			}
+			var got store.Entry
+			if fe := fromKeyState(&got, &wire); fe != nil {
+				t.Fatalf("fromKeyState: %s: %s", fe.field, fe.reason)
+			}
+			if !reflect.DeepEqual(got, e) {
+				t.Errorf("round trip:\n got %+v\nwant %+v", got, e)
+			}
+		})
+	}
+}
+
+func TestPeerConvertItemRoundTrip(t *testing.T) {
+	items := []limiter.Forwarded{
+		{Hash: 1, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Second, Burst: 20}, Cost: 3},
+		{Hash: 2, Limit: bucket.Limit{Algorithm: bucket.SlidingWindow, Limit: 100, Period: time.Hour}, Cost: 0},
+		{Hash: 3, Limit: bucket.Limit{Algorithm: bucket.FixedWindow, Limit: 1, Period: time.Nanosecond}, Cost: 1},
+		{Hash: 4, Limit: bucket.Limit{Algorithm: bucket.SlidingLog, Limit: bucket.MaxSlidingLogLimit, Period: bucket.MaxPeriod}, Cost: 5},
+		{Hash: 1<<64 - 1, Limit: bucket.Limit{Algorithm: bucket.Concurrency, Limit: bucket.MaxLimit}, Cost: bucket.MaxLimit},
+	}
+	for _, f := range items {
+		var it sluicev1.PeerItem
+		var lim sluicev1.PeerLimit
+		toPeerItem(&it, &lim, &f)
+		var got limiter.Forwarded
+		if fe := fromPeerItem(&got, &it); fe != nil {
+			t.Fatalf("%+v: %s: %s", f, fe.field, fe.reason)
+		}
+		if got != f {
+			t.Errorf("round trip: got %+v, want %+v", got, f)
+		}
+	}
+}
+
+func TestPeerConvertAnswerErrors(t *testing.T) {
+	res := bucket.Result{Allowed: true, Limit: 10, Remaining: 4, ResetAfter: 3 * time.Second, RetryAfter: 0}
+	cases := []struct {
+		name string
+		err  error
+		code codes.Code
+		is   error
+	}{
+		{"ok", nil, codes.OK, nil},
+		{"full", fmt.Errorf("%w: new key refused", store.ErrFull), codes.ResourceExhausted, store.ErrFull},
+		{"cost", fmt.Errorf("cost: %w", bucket.ErrCostExceedsCapacity), codes.InvalidArgument, nil},
+		{"invalid", fmt.Errorf("item 0: cost: %w", limiter.ErrInvalid), codes.InvalidArgument, nil},
+		{"wrong algorithm", fmt.Errorf("%w: Take on concurrency", store.ErrWrongAlgorithm), codes.InvalidArgument, nil},
+		{"second hop", fmt.Errorf("%w: n3", limiter.ErrPeerUnavailable), codes.Unavailable, nil},
+		{"status", status.Error(codes.FailedPrecondition, "moved"), codes.FailedPrecondition, nil},
+		{"other", errors.New("boom"), codes.Internal, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := limiter.Answer{Result: res, Err: tc.err}
+			if tc.err != nil {
+				a.Allowed = false
+			}
+			var r sluicev1.PeerResult
+			toPeerResult(&r, &a)
+			var got limiter.Answer
+			fromPeerResult(&got, &r)
+			if got.Result != a.Result {
+				t.Errorf("result = %+v, want %+v", got.Result, a.Result)
+			}
+			if tc.err == nil {
+				if got.Err != nil {
+					t.Errorf("err = %v, want nil", got.Err)
+				}
+				return
+			}
+			if c := status.Code(got.Err); c != tc.code {
+				t.Errorf("code = %v, want %v", c, tc.code)
+			}
+			if tc.is != nil && !errors.Is(got.Err, tc.is) {
+				t.Errorf("errors.Is(%v, %v) = false", got.Err, tc.is)
+			}
+			if got.Err.Error() != tc.err.Error() && status.Convert(got.Err).Message() != tc.err.Error() {
+				t.Errorf("message = %q, want %q", got.Err.Error(), tc.err.Error())
+			}
+		})
+	}
+}

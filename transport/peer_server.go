@@ -1,0 +1,283 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/limiter"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// PeerService is what the peer API needs from the limiter;
+// (*limiter.Limiter) satisfies it. from is the calling node's name and hops
+// the number of earlier forwards of the items. Implementations must be
+// safe for concurrent use.
+type PeerService interface {
+	CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer)
+	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64)
+	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool)
+	FetchMoved(ctx context.Context, from string, hashes []uint64) []store.Entry
+	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) int
+}
+
+var _ PeerService = (*limiter.Limiter)(nil)
+
+// Bounds on peer requests. The client never exceeds them; the server
+// refuses larger requests with InvalidArgument.
+const (
+	// MaxPeerBatch is the most items in one peer Check request (and the
+	// largest PeerClientConfig.MaxBatch).
+	MaxPeerBatch = 8192
+	// maxPeerHashes is the most hashes in one Fetch request.
+	maxPeerHashes = 65536
+	// maxPeerHops bounds a request's hop count; the limiter forwards once
+	// more at most, so anything larger is a bug or a loop.
+	maxPeerHops = 16
+)
+
+// PeerServerMetrics records the latency of the peer calls a node serves.
+// Both metric sets implement it: *Metrics (as
+// sluice_request_duration_seconds{transport="peer",method}) and
+// *PeerMetrics (as sluice_peer_served_duration_seconds{method}). nil, or a
+// nil pointer of either, records nothing.
+type PeerServerMetrics interface {
+	peerServedObserver(method string) prometheus.Observer
+}
+
+func (m *Metrics) peerServedObserver(method string) prometheus.Observer {
+	if m == nil {
+		return nopObserver{}
+	}
+	return m.observer("peer", method)
+}
+
+// RegisterPeer registers the node-to-node service sluice.v1.Peer on s,
+// served by svc. name is this node's name, returned as the owner of every
+// answer. m records call latency; nil records nothing.
+//
+// A zero Acquire ttl_ns means limiter.DefaultLeaseTTL.
+//
+// Check validates every item and answers an invalid one with a per-item
+// InvalidArgument error naming the field (items[i].limit.period_ns, ...),
+// so that one bad item never fails the other callers' items coalesced into
+// the same request; the valid items are applied. Acquire, Release, Fetch
+// and Handoff fail the whole call with InvalidArgument (and a BadRequest
+// detail) on bad input.
+func RegisterPeer(s *grpc.Server, svc PeerService, name string, m PeerServerMetrics) {
+	ps := &peerServer{svc: svc, name: name}
+	for i, method := range peerMethods {
+		if m != nil {
+			ps.obs[i] = m.peerServedObserver(method)
+		} else {
+			ps.obs[i] = nopObserver{}
+		}
+	}
+	sluicev1.RegisterPeerServer(s, ps)
+}
+
+// The peer methods, indexing per-method metrics.
+const (
+	peerCheck = iota
+	peerAcquire
+	peerRelease
+	peerFetch
+	peerHandoff
+	numPeerMethods
+)
+
+var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff"}
+
+type nopObserver struct{}
+
+func (nopObserver) Observe(float64) {}
+
+// peerServer implements sluicev1.PeerServer over a PeerService.
+type peerServer struct {
+	sluicev1.UnimplementedPeerServer
+	svc  PeerService
+	name string
+	obs  [numPeerMethods]prometheus.Observer
+}
+
+func (s *peerServer) observe(method int, start time.Time) {
+	s.obs[method].Observe(time.Since(start).Seconds())
+}
+
+// peerHops validates a request's hop count.
+func peerHops(h uint32) (int, error) {
+	if h > maxPeerHops {
+		return 0, invalidArgument("hops", fmt.Sprintf("%d, at most %d", h, maxPeerHops))
+	}
+	return int(h), nil
+}
+
+// peerFieldPath joins a prefix ("items[3]") and a field relative to it.
+func peerFieldPath(prefix, field string) string {
+	if field == "" {
+		return prefix
+	}
+	if prefix == "" {
+		return field
+	}
+	return prefix + "." + field
+}
+
+func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) (*sluicev1.PeerCheckResponse, error) {
+	defer s.observe(peerCheck, time.Now())
+	hops, err := peerHops(req.GetHops())
+	if err != nil {
+		return nil, err
+	}
+	items := req.GetItems()
+	if len(items) > MaxPeerBatch {
+		return nil, invalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), MaxPeerBatch))
+	}
+	resp := &sluicev1.PeerCheckResponse{Owner: s.name}
+	if len(items) == 0 {
+		return resp, nil
+	}
+	fw := make([]limiter.Forwarded, len(items))
+	ans := make([]limiter.Answer, len(items))
+	var bad map[int]error // invalid items; nil on the normal path
+	for i, it := range items {
+		if fe := fromPeerItem(&fw[i], it); fe != nil {
+			if bad == nil {
+				bad = make(map[int]error)
+			}
+			field := peerFieldPath(fmt.Sprintf("items[%d]", i), fe.field)
+			bad[i] = status.Error(codes.InvalidArgument, field+": "+fe.reason)
+		}
+	}
+	if bad == nil {
+		s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw, ans)
+	} else if len(bad) < len(items) {
+		// Apply the valid items only: compact them to the front, then
+		// spread their answers back to their positions (from the end,
+		// since an item only moves towards the front).
+		idx := make([]int, 0, len(items)-len(bad))
+		for i := range fw {
+			if _, ok := bad[i]; !ok {
+				fw[len(idx)] = fw[i]
+				idx = append(idx, i)
+			}
+		}
+		n := len(idx)
+		s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw[:n], ans[:n])
+		for j := n - 1; j >= 0; j-- {
+			if idx[j] != j {
+				ans[idx[j]] = ans[j]
+			}
+		}
+	}
+	for i, err := range bad {
+		ans[i] = limiter.Answer{Err: err}
+	}
+	// One allocation for the results, one for their pointers.
+	out := make([]sluicev1.PeerResult, len(ans))
+	resp.Results = make([]*sluicev1.PeerResult, len(ans))
+	for i := range ans {
+		resp.Results[i] = toPeerResult(&out[i], &ans[i])
+	}
+	return resp, nil
+}
+
+// singleItem converts the item of an Acquire or Release.
+func singleItem(it *sluicev1.PeerItem) (limiter.Forwarded, error) {
+	var f limiter.Forwarded
+	if it == nil {
+		return f, invalidArgument("item", "is required")
+	}
+	if fe := fromPeerItem(&f, it); fe != nil {
+		return f, invalidArgument(peerFieldPath("item", fe.field), fe.reason)
+	}
+	return f, nil
+}
+
+func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireRequest) (*sluicev1.PeerAcquireResponse, error) {
+	defer s.observe(peerAcquire, time.Now())
+	hops, err := peerHops(req.GetHops())
+	if err != nil {
+		return nil, err
+	}
+	f, err := singleItem(req.GetItem())
+	if err != nil {
+		return nil, err
+	}
+	ttl := time.Duration(req.GetTtlNs())
+	switch {
+	case ttl == 0:
+		ttl = limiter.DefaultLeaseTTL
+	case ttl < 0:
+		return nil, invalidArgument("ttl_ns", "must be >= 0")
+	case ttl > limiter.MaxLeaseTTL:
+		return nil, invalidArgument("ttl_ns", fmt.Sprintf("must be <= %v", limiter.MaxLeaseTTL))
+	}
+	ans, id := s.svc.AcquireForwarded(ctx, req.GetFrom(), hops, f, ttl)
+	return &sluicev1.PeerAcquireResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), LeaseId: id}, nil
+}
+
+func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseRequest) (*sluicev1.PeerReleaseResponse, error) {
+	defer s.observe(peerRelease, time.Now())
+	hops, err := peerHops(req.GetHops())
+	if err != nil {
+		return nil, err
+	}
+	f, err := singleItem(req.GetItem())
+	if err != nil {
+		return nil, err
+	}
+	ans, ok := s.svc.ReleaseForwarded(ctx, req.GetFrom(), hops, f, req.GetLeaseId())
+	return &sluicev1.PeerReleaseResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), Released: ok}, nil
+}
+
+func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sluicev1.FetchResponse, error) {
+	defer s.observe(peerFetch, time.Now())
+	hashes := req.GetHashes()
+	if len(hashes) > maxPeerHashes {
+		return nil, invalidArgument("hashes", fmt.Sprintf("%d hashes, at most %d per call", len(hashes), maxPeerHashes))
+	}
+	resp := &sluicev1.FetchResponse{}
+	if len(hashes) == 0 {
+		return resp, nil
+	}
+	entries := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
+	states := make([]sluicev1.KeyState, len(entries))
+	resp.States = make([]*sluicev1.KeyState, len(entries))
+	for i := range entries {
+		resp.States[i] = toKeyState(&states[i], &entries[i])
+	}
+	return resp, nil
+}
+
+func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) (*sluicev1.HandoffResponse, error) {
+	defer s.observe(peerHandoff, time.Now())
+	states := req.GetStates()
+	entries := make([]store.Entry, len(states))
+	for i, ks := range states {
+		if fe := fromKeyState(&entries[i], ks); fe != nil {
+			return nil, invalidArgument(peerFieldPath(fmt.Sprintf("states[%d]", i), fe.field), fe.reason)
+		}
+	}
+	var done []int
+	if dp := req.GetDonePartitions(); len(dp) > 0 {
+		done = make([]int, len(dp))
+		for i, p := range dp {
+			if p < 0 {
+				return nil, invalidArgument(fmt.Sprintf("done_partitions[%d]", i), "must be >= 0")
+			}
+			done[i] = int(p)
+		}
+	}
+	if len(entries) == 0 && len(done) == 0 {
+		return &sluicev1.HandoffResponse{}, nil
+	}
+	refused := s.svc.AcceptHandoff(ctx, req.GetFrom(), entries, done)
+	return &sluicev1.HandoffResponse{Refused: int32(min(refused, len(entries)))}, nil
+}
