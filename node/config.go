@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -23,10 +25,32 @@ type Config struct {
 	// HTTPAddr is the HTTP listen address (/v1/check, /v1/usage, /healthz,
 	// /readyz, /metrics).
 	HTTPAddr string
-	// GossipAddr is the memberlist bind address (used by the cluster).
+	// GRPCAdvertiseAddr is the gRPC address other nodes reach this one at.
+	// Empty means the gRPC listener's address, with the gossip advertise
+	// host when the listener is bound to all interfaces.
+	GRPCAdvertiseAddr string
+	// GossipAddr is the memberlist bind address, "ip:port".
 	GossipAddr string
-	// Join lists host:port seeds to join (used by the cluster).
+	// GossipAdvertiseAddr is the gossip address other nodes reach this one
+	// at; empty means derived from GossipAddr (see cluster.Config).
+	GossipAdvertiseAddr string
+	// Join lists host:port gossip seeds; a host may be a DNS name with
+	// several addresses (a StatefulSet's headless Service). Empty means a
+	// cluster of one that others may join.
 	Join []string
+	// ClusterPreset selects memberlist timings: "lan" or "local" (tests).
+	ClusterPreset string
+	// Ring configures consistent hashing; every node must use the same.
+	Ring ring.Config
+	// PeerTimeout bounds each call to another node.
+	PeerTimeout time.Duration
+	// BatchWindow is how long a forwarded check may wait to share an RPC
+	// with others to the same owner; 0 batches only what queues while an
+	// RPC is in flight (no wait when idle).
+	BatchWindow time.Duration
+	// LeaveLinger is how long a leaving node keeps serving after handing
+	// off, so that nodes whose ring has not caught up are still answered.
+	LeaveLinger time.Duration
 	// PolicyFile is an optional YAML file of named policies; SIGHUP reloads it.
 	PolicyFile string
 	// Store configures the key store (shards, memory cap).
@@ -53,9 +77,13 @@ func DefaultConfig() Config {
 		GRPCAddr:        ":8081",
 		HTTPAddr:        ":8080",
 		GossipAddr:      ":7946",
+		ClusterPreset:   cluster.PresetLAN,
+		Ring:            ring.DefaultConfig(),
+		PeerTimeout:     500 * time.Millisecond,
+		LeaveLinger:     2 * time.Second,
 		Store:           store.DefaultConfig(),
 		SweepInterval:   10 * time.Second,
-		ShutdownTimeout: 10 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
 	}
 }
 
@@ -67,7 +95,9 @@ func LocalConfig(name string) Config {
 	c.GRPCAddr = "127.0.0.1:0"
 	c.HTTPAddr = "127.0.0.1:0"
 	c.GossipAddr = "127.0.0.1:0"
-	c.ShutdownTimeout = 5 * time.Second
+	c.ClusterPreset = cluster.PresetLocal
+	c.LeaveLinger = 300 * time.Millisecond
+	c.ShutdownTimeout = 10 * time.Second
 	c.Logger = slog.New(slog.DiscardHandler)
 	return c
 }
@@ -81,6 +111,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: GRPCAddr: must not be empty", ErrInvalidConfig)
 	case c.HTTPAddr == "":
 		return fmt.Errorf("%w: HTTPAddr: must not be empty", ErrInvalidConfig)
+	case c.GossipAddr == "":
+		return fmt.Errorf("%w: GossipAddr: must not be empty", ErrInvalidConfig)
+	case c.PeerTimeout <= 0:
+		return fmt.Errorf("%w: PeerTimeout: must be > 0", ErrInvalidConfig)
+	case c.LeaveLinger < 0:
+		return fmt.Errorf("%w: LeaveLinger: must be >= 0", ErrInvalidConfig)
 	case c.SweepInterval <= 0:
 		return fmt.Errorf("%w: SweepInterval: must be > 0", ErrInvalidConfig)
 	case c.ShutdownTimeout <= 0:

@@ -14,28 +14,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/version"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/transport"
 )
 
 // Node is one Sluice server. Build it with New, start it with Run.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	limiter *limiter.Limiter
-	grpc    *transport.GRPC
-	http    *http.Server
-	grpcLn  net.Listener
-	httpLn  net.Listener
-	ready   atomic.Bool
-	ran     atomic.Bool
+	cfg      Config
+	log      *slog.Logger
+	limiter  *limiter.Limiter
+	cluster  *cluster.Cluster
+	peers    *transport.PeerClient
+	pm       *transport.PeerMetrics
+	grpc     *transport.GRPC
+	http     *http.Server
+	grpcLn   net.Listener
+	httpLn   net.Listener
+	grpcAdv  string
+	handoff  chan struct{} // buffer 1: the ring changed, hand off
+	serving  atomic.Bool
+	stopping atomic.Bool
+	ran      atomic.Bool
 }
 
-// New builds a node and binds its listeners, so that GRPCAddr and HTTPAddr
-// report real ports (for ":0") before Run is called. A node that is never
-// Run must be closed with Close.
-func New(cfg Config) (*Node, error) {
+// New builds a node: it binds the gRPC, HTTP and gossip listeners, so that
+// their addresses are known (for ":0") before Run is called, but joins no
+// one. A node that is never Run must be closed with Close.
+func New(cfg Config) (n *Node, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -46,51 +55,162 @@ func New(cfg Config) (*Node, error) {
 	log = log.With("node", cfg.NodeName)
 	set := policy.Empty()
 	if cfg.PolicyFile != "" {
-		var err error
 		if set, err = policy.Load(cfg.PolicyFile); err != nil {
 			return nil, fmt.Errorf("node: policies: %w", err)
 		}
 	}
+	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1)}
+	defer func() {
+		if err != nil {
+			n.closeAll()
+		}
+	}()
+	if n.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("node: grpc listen %s: %w", cfg.GRPCAddr, err)
+	}
+	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("node: http listen %s: %w", cfg.HTTPAddr, err)
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lim, err := limiter.New(limiter.Config{
-		NodeName:   cfg.NodeName,
-		Clock:      cfg.Clock,
-		Store:      cfg.Store,
-		Policies:   set,
-		Registerer: reg,
-	})
+	pm, err := transport.NewPeerMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.pm = pm
+	if n.peers, err = transport.NewPeerClient(transport.PeerClientConfig{
+		Self:        cfg.NodeName,
+		Timeout:     cfg.PeerTimeout,
+		BatchWindow: cfg.BatchWindow,
+		Metrics:     pm,
+	}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if n.limiter, err = limiter.New(limiter.Config{
+		NodeName:     cfg.NodeName,
+		Clock:        cfg.Clock,
+		Store:        cfg.Store,
+		Ring:         cfg.Ring,
+		Peers:        n.peers,
+		FetchTimeout: cfg.PeerTimeout,
+		Policies:     set,
+		Registerer:   reg,
+		Logger:       log,
+	}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+
+	ccfg := cluster.LANConfig(cfg.NodeName)
+	if cfg.ClusterPreset == cluster.PresetLocal {
+		ccfg = cluster.LocalConfig(cfg.NodeName)
+	}
+	ccfg.BindAddr = cfg.GossipAddr
+	ccfg.AdvertiseAddr = cfg.GossipAdvertiseAddr
+	ccfg.Join = cfg.Join
+	ccfg.Meta = cluster.NodeMeta{Version: version.String()}
+	ccfg.OnChange = n.onMembership
+	ccfg.Logger = log
+	if n.cluster, err = cluster.New(ccfg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if n.grpcAdv, err = advertise(cfg.GRPCAdvertiseAddr, n.grpcLn.Addr().String(), n.cluster.GossipAddr()); err != nil {
+		return nil, fmt.Errorf("node: GRPCAdvertiseAddr: %w", err)
+	}
+	if err = n.cluster.UpdateMeta(cluster.NodeMeta{GRPCAddr: n.grpcAdv, Version: version.String()}, time.Second); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err = n.limiter.SetMembers([]ring.Member{{Name: cfg.NodeName, GRPCAddr: n.grpcAdv}}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+
 	tm, err := transport.NewMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	g, err := transport.NewGRPC(transport.GRPCConfig{Service: lim, Metrics: tm})
-	if err != nil {
+	if n.grpc, err = transport.NewGRPC(transport.GRPCConfig{Service: n.limiter, Metrics: tm}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, limiter: lim, grpc: g}
+	transport.RegisterPeer(n.grpc.Server, n.limiter, cfg.NodeName, pm)
+	transport.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members)
 	n.http = &http.Server{
 		Handler: transport.NewHTTPHandler(transport.HTTPConfig{
-			Checker:  lim,
+			Checker:  n.limiter,
 			Gatherer: reg,
 			Metrics:  tm,
-			Ready:    n.ready.Load,
+			Ready:    n.Ready,
 			Logger:   log,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if n.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("node: grpc listen %s: %w", cfg.GRPCAddr, err)
-	}
-	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		n.grpcLn.Close()
-		return nil, fmt.Errorf("node: http listen %s: %w", cfg.HTTPAddr, err)
-	}
 	return n, nil
+}
+
+// advertise picks the gRPC address to advertise: the configured one, else
+// the listener's, with the gossip advertise host when the listener is
+// bound to all interfaces.
+func advertise(configured, listen, gossip string) (string, error) {
+	if configured != "" {
+		if _, _, err := net.SplitHostPort(configured); err != nil {
+			return "", err
+		}
+		return configured, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		gh, _, err := net.SplitHostPort(gossip)
+		if err != nil {
+			return "", err
+		}
+		host = gh
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// onMembership rebuilds the ring from a membership snapshot and asks for a
+// handoff. It runs on the cluster's goroutine.
+func (n *Node) onMembership(s cluster.Snapshot) {
+	if n.stopping.Load() {
+		return // shutdown installs its own ring
+	}
+	members := make([]ring.Member, 0, len(s.Members))
+	for _, m := range s.Members {
+		if m.GRPCAddr != "" {
+			members = append(members, ring.Member{Name: m.Name, GRPCAddr: m.GRPCAddr})
+		}
+	}
+	if err := n.limiter.SetMembers(members); err != nil {
+		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
+		return
+	}
+	n.peers.Forget(func(name string) bool {
+		_, ok := n.limiter.Ring().Member(name)
+		return ok
+	})
+	select {
+	case n.handoff <- struct{}{}:
+	default:
+	}
+}
+
+// members lists the members for the Membership API.
+func (n *Node) members() []transport.MemberInfo {
+	s := n.cluster.Snapshot()
+	r := n.limiter.Ring()
+	var shares map[string]float64
+	if r != nil {
+		shares = r.Shares()
+	}
+	out := make([]transport.MemberInfo, 0, len(s.Members))
+	for _, m := range s.Members {
+		out = append(out, transport.MemberInfo{Name: m.Name, GossipAddr: m.GossipAddr, GRPCAddr: m.GRPCAddr,
+			State: m.State.String(), Version: m.Version, RingShare: shares[m.Name]})
+	}
+	return out
 }
 
 // Name returns the node's name.
@@ -102,18 +222,47 @@ func (n *Node) GRPCAddr() string { return n.grpcLn.Addr().String() }
 // HTTPAddr returns the bound HTTP address.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
 
+// GossipAddr returns the advertised gossip address.
+func (n *Node) GossipAddr() string { return n.cluster.GossipAddr() }
+
 // Limiter returns the node's limiter.
 func (n *Node) Limiter() *limiter.Limiter { return n.limiter }
 
-// Ready reports whether the node is serving and not shutting down.
-func (n *Node) Ready() bool { return n.ready.Load() }
+// PeerStats counts this node's forwarded checks and peer RPCs.
+func (n *Node) PeerStats() transport.PeerStats { return n.pm.Snapshot() }
+
+// Members returns the members this node sees.
+func (n *Node) Members() []transport.MemberInfo { return n.members() }
+
+// Ready reports whether the node serves, has joined its cluster, and is
+// not shutting down.
+func (n *Node) Ready() bool {
+	return n.serving.Load() && !n.stopping.Load() && n.cluster.Joined()
+}
 
 // Close releases the listeners of a node that was never Run.
 func (n *Node) Close() error {
 	if n.ran.Load() {
 		return nil
 	}
-	return errors.Join(n.grpcLn.Close(), n.httpLn.Close())
+	return n.closeAll()
+}
+
+func (n *Node) closeAll() error {
+	var errs []error
+	if n.grpcLn != nil {
+		errs = append(errs, n.grpcLn.Close())
+	}
+	if n.httpLn != nil {
+		errs = append(errs, n.httpLn.Close())
+	}
+	if n.cluster != nil {
+		errs = append(errs, n.cluster.Shutdown())
+	}
+	if n.peers != nil {
+		errs = append(errs, n.peers.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Reload re-reads the policy file. A bad file keeps the policies in force
@@ -132,9 +281,8 @@ func (n *Node) Reload() error {
 	return nil
 }
 
-// Run serves until ctx is done, then shuts down gracefully: it reports
-// NOT_SERVING and not-ready, drains in-flight calls (up to
-// ShutdownTimeout) and returns. It returns nil after a clean shutdown.
+// Run joins the cluster and serves until ctx is done, then shuts down
+// gracefully (see shutdown). It returns nil after a clean shutdown.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.ran.CompareAndSwap(false, true) {
 		return errors.New("node: Run called twice")
@@ -152,39 +300,86 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	g.Go(func() error {
-		t := time.NewTicker(n.cfg.SweepInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-t.C:
-				if dropped := n.limiter.Sweep(); dropped > 0 {
-					n.log.Debug("swept expired keys", "dropped", dropped)
-				}
-			}
-		}
-	})
+	g.Go(func() error { return n.cluster.Run(gctx) })
+	g.Go(func() error { n.handoffLoop(gctx); return nil })
+	g.Go(func() error { n.sweepLoop(gctx); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
 		return n.shutdown()
 	})
-	n.ready.Store(true)
-	n.log.Info("sluice node serving", "grpc", n.GRPCAddr(), "http", n.HTTPAddr())
+	n.serving.Store(true)
+	n.log.Info("sluice node serving", "grpc", n.GRPCAddr(), "http", n.HTTPAddr(), "gossip", n.GossipAddr(), "join", n.cfg.Join)
 	return g.Wait()
 }
 
-// shutdown stops serving: not ready, NOT_SERVING, then drain.
+// handoffLoop pushes states this node no longer owns after each ring change.
+func (n *Node) handoffLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.handoff:
+			if _, err := n.limiter.HandOff(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("handoff incomplete", "err", err)
+			}
+		}
+	}
+}
+
+// sweepLoop drops expired states periodically.
+func (n *Node) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if dropped := n.limiter.Sweep(); dropped > 0 {
+				n.log.Debug("swept expired keys", "dropped", dropped)
+			}
+		}
+	}
+}
+
+// shutdown leaves gracefully: not ready and NOT_SERVING; leave the gossip
+// cluster; hand every key to its new owner; keep answering for LeaveLinger
+// (forwarding to the new owners) for nodes whose ring lags; then drain
+// in-flight calls and stop.
 func (n *Node) shutdown() error {
-	n.ready.Store(false)
+	n.stopping.Store(true)
 	n.grpc.Health.Shutdown()
-	n.log.Info("shutting down: draining in-flight calls", "timeout", n.cfg.ShutdownTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
-	var err error
-	if e := n.http.Shutdown(ctx); e != nil {
-		err = fmt.Errorf("node: http shutdown: %w", e)
+	n.log.Info("shutting down: leaving the cluster")
+	var errs []error
+	if err := n.cluster.Leave(5 * time.Second); err != nil {
+		errs = append(errs, fmt.Errorf("node: leave: %w", err))
+	}
+	var others []ring.Member
+	for _, m := range n.cluster.Snapshot().Members {
+		if m.Name != n.cfg.NodeName && m.GRPCAddr != "" {
+			others = append(others, ring.Member{Name: m.Name, GRPCAddr: m.GRPCAddr})
+		}
+	}
+	if len(others) > 0 {
+		if err := n.limiter.SetMembers(others); err != nil {
+			errs = append(errs, err)
+		} else {
+			moved, err := n.limiter.HandOff(ctx)
+			n.log.Info("handed off keys", "states", moved, "err", err)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node: handoff: %w", err))
+			}
+		}
+		select {
+		case <-time.After(n.cfg.LeaveLinger):
+		case <-ctx.Done():
+		}
+	}
+	n.log.Info("draining in-flight calls")
+	if err := n.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("node: http shutdown: %w", err))
 	}
 	done := make(chan struct{})
 	go func() {
@@ -196,8 +391,9 @@ func (n *Node) shutdown() error {
 	case <-ctx.Done():
 		n.grpc.Server.Stop()
 		<-done
-		err = errors.Join(err, errors.New("node: grpc drain timed out; remaining calls were cut"))
+		errs = append(errs, errors.New("node: grpc drain timed out; remaining calls were cut"))
 	}
+	errs = append(errs, n.cluster.Shutdown(), n.peers.Close())
 	n.log.Info("stopped")
-	return err
+	return errors.Join(errs...)
 }

@@ -32,6 +32,7 @@ var commands = []command{
 	{"serve", "run a Sluice node", runServe},
 	{"check", "spend units of a key's limit (exit 0 allowed, 1 denied, 2 error)", runCheck},
 	{"usage", "read a key's usage without spending", runUsage},
+	{"members", "list the cluster's members as a node sees them", runMembers},
 	{"version", "print the version", runVersion},
 }
 

@@ -78,8 +78,14 @@ type server struct {
 // address is passed through its environment twin to exercise that path.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServerNamed(t, "p1", append([]string{"--gossip-addr", "127.0.0.1:0"}, args...)...)
+}
+
+// startServerNamed starts `sluice serve` as node name.
+func startServerNamed(t *testing.T, name string, args ...string) *server {
+	t.Helper()
 	s := &server{grpc: freeAddr(t), http: freeAddr(t), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", "p1", "--grpc-addr", s.grpc}, args...)...)
+	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc}, args...)...)
 	s.cmd.Env = append(os.Environ(), "SLUICE_HTTP_ADDR="+s.http)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
@@ -89,6 +95,9 @@ func startServer(t *testing.T, args ...string) *server {
 	t.Cleanup(func() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, s.stderr)
+		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {

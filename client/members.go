@@ -1,0 +1,35 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+)
+
+// Member is a cluster member as one node sees it.
+type Member struct {
+	Name       string  `json:"name"`
+	GRPCAddr   string  `json:"grpc_addr"`
+	GossipAddr string  `json:"gossip_addr"`
+	State      string  `json:"state"`
+	RingShare  float64 `json:"ring_share"`
+	Version    string  `json:"version"`
+}
+
+// Members asks one node for the cluster's members. It returns the name of
+// the node that answered.
+func (c *Client) Members(ctx context.Context) (string, []Member, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := sluicev1.NewMembershipClient(c.conn).Members(ctx, &sluicev1.MembersRequest{})
+	if err != nil {
+		return "", nil, fmt.Errorf("client: members: %w", err)
+	}
+	out := make([]Member, len(resp.GetMembers()))
+	for i, m := range resp.GetMembers() {
+		out[i] = Member{Name: m.GetName(), GRPCAddr: m.GetGrpcAddr(), GossipAddr: m.GetGossipAddr(),
+			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion()}
+	}
+	return resp.GetNode(), out, nil
+}
