@@ -53,6 +53,7 @@ type Limiter struct {
 	name         string
 	clock        func() time.Time
 	store        *store.Store
+	shares       *store.Store // local shares of unreachable owners' limits
 	ringCfg      ring.Config
 	peers        Peers
 	log          *slog.Logger
@@ -73,7 +74,11 @@ func New(cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
-	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, ringCfg: cfg.Ring, peers: cfg.Peers,
+	shares, err := store.New(store.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, shares: shares, ringCfg: cfg.Ring, peers: cfg.Peers,
 		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout}
 	if l.clock == nil {
 		l.clock = time.Now
@@ -121,7 +126,10 @@ func (l *Limiter) Ring() *ring.Ring {
 }
 
 // Sweep drops expired states from the store; the node calls it periodically.
-func (l *Limiter) Sweep() int { return l.store.Sweep(l.clock().UnixNano()) }
+func (l *Limiter) Sweep() int {
+	now := l.clock().UnixNano()
+	return l.store.Sweep(now) + l.shares.Sweep(now)
+}
 
 // resolved is a validated request item.
 type resolved struct {
@@ -220,7 +228,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		if r.limit.Algorithm == bucket.Concurrency && reqs[i].Cost > 0 {
 			return out[:0], &FieldError{i, "algorithm", "concurrency limits are taken with Acquire and Release; Check may only read them (cost 0)", ErrInvalid}
 		}
-		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost})
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, mode: r.mode})
 	}
 	out = out[:0]
 	for i := range jobs {
@@ -238,6 +246,7 @@ type job struct {
 	hash  uint64
 	limit bucket.Limit
 	cost  int64
+	mode  policy.FailureMode
 	owner ring.Member
 	res   *Result
 }
@@ -361,7 +370,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 			if o, _ := l.route(nv, j.hash); o.Name != owner.Name {
 				retry = append(retry, *j)
 			} else {
-				l.failed(j, owner, err)
+				l.unreachable(ctx, nv, hops, j, owner, err, now)
 			}
 		}
 		if len(retry) > 0 {
@@ -370,20 +379,28 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		return
 	}
 	for _, j := range jobs {
-		l.failed(j, owner, err)
+		l.unreachable(ctx, v, hops, j, owner, err, now)
 	}
 }
 
-// failed answers a job whose owner could not be reached.
-func (l *Limiter) failed(j *job, owner ring.Member, err error) {
-	res := j.res
-	res.Result = bucket.Result{Limit: j.limit.Capacity()}
-	res.Source, res.Owner = SourceOwner, owner.Name
-	if !errors.Is(err, ErrPeerUnavailable) {
-		err = fmt.Errorf("%w: %s: %w", ErrPeerUnavailable, owner.Name, err)
+// unreachable answers a job whose owner could not be reached. A node that
+// was itself forwarded the job (hops > 0) decides it here: the sender
+// already counted it as the owner. Otherwise the limit's failure mode
+// answers (see fallback.go). Context errors are the caller's, not the
+// owner's: they are reported as such.
+func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, owner ring.Member, err error, now int64) {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		res := j.res
+		res.Result = bucket.Result{Limit: j.limit.Capacity()}
+		res.Source, res.Owner, res.Err = SourceOwner, owner.Name, ctxErr
+		l.metrics.observe(j.limit.Algorithm, res)
+		return
 	}
-	res.Err = err
-	l.metrics.observe(j.limit.Algorithm, res)
+	if hops > 0 {
+		l.applyLocal(ctx, v, j, now)
+		return
+	}
+	l.fallback(v, j, owner, err, now)
 }
 
 // awaitState makes sure that, if hash's partition was just gained from
@@ -440,8 +457,19 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	case ttl > MaxLeaseTTL:
 		return Lease{}, &FieldError{0, "ttl", fmt.Sprintf("must be <= %s", MaxLeaseTTL), ErrInvalid}
 	}
-	a, id, owner := l.acquire(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Cost: req.Cost}, ttl)
+	v := l.view.Load()
+	a, id, owner := l.acquire(ctx, v, 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Cost: req.Cost}, ttl)
 	out := Lease{Result: Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}}
+	if out.Err != nil && errors.Is(out.Err, ErrPeerUnavailable) && ctx.Err() == nil {
+		res, fid := l.fallbackAcquire(v, &r, req.Cost, ttl, l.clock().UnixNano())
+		out.Result.Result, out.Err, out.Source = res, nil, SourceFallback
+		l.metrics.fellBack(r.mode)
+		if fid != "" {
+			out.ID, out.ExpiresAfter = fid, ttl
+		}
+		l.metrics.observe(r.limit.Algorithm, &out.Result)
+		return out, nil
+	}
 	if out.Err != nil {
 		out.Allowed = false
 	}
@@ -463,6 +491,9 @@ func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal boo
 	}
 	a, id, err := l.peers.Acquire(ctx, owner, hops, it, ttl)
 	if err != nil {
+		if hops > 0 && ctx.Err() == nil {
+			return l.acquire(ctx, v, hops, true, it, ttl)
+		}
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, 0, owner.Name
 	}
 	return a, id, owner.Name
@@ -478,6 +509,10 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 	}
 	if r.limit.Algorithm != bucket.Concurrency {
 		return false, Result{}, &FieldError{0, "algorithm", fmt.Sprintf("Release takes a concurrency limit, not %s", r.limit.Algorithm), ErrInvalid}
+	}
+	if fid, ok := fallbackLease(req.LeaseID); ok {
+		ok, res, err := l.shares.Release(r.hash, LocalShare(r.limit, ringSize(l.view.Load())), l.clock().UnixNano(), fid)
+		return ok, Result{Result: res, Err: err, Policy: r.policy, Period: r.limit.Period, Source: SourceFallback, Owner: l.name}, nil
 	}
 	id, err := strconv.ParseUint(req.LeaseID, 16, 64)
 	if err != nil || id == 0 {

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -15,6 +16,8 @@ type metrics struct {
 	forwarded prometheus.Counter
 	// handedOff counts states pushed to their new owner.
 	handedOff prometheus.Counter
+	// fallbacks[mode] counts checks answered by a failure mode.
+	fallbacks [3]prometheus.Counter
 }
 
 const (
@@ -44,11 +47,18 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 		Namespace: "sluice", Name: "handoff_states_total",
 		Help: "Key states this node pushed to their new owner.",
 	})
+	fallbacks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "fallback_checks_total",
+		Help: "Checks answered by their limit's failure mode because the key's owner was unreachable.",
+	}, []string{"mode"})
+	for _, mode := range []policy.FailureMode{policy.FailLocal, policy.FailDeny, policy.FailAllow} {
+		m.fallbacks[mode] = fallbacks.WithLabelValues(mode.String())
+	}
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		checks, m.forwarded, m.handedOff,
+		checks, m.forwarded, m.handedOff, fallbacks,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "store_keys",
 			Help: "Keys held in the node's store.",
@@ -68,6 +78,13 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// fellBack counts one answer by a failure mode.
+func (m *metrics) fellBack(mode policy.FailureMode) {
+	if int(mode) < len(m.fallbacks) {
+		m.fallbacks[mode].Inc()
+	}
 }
 
 // observe counts one decision.

@@ -38,6 +38,7 @@ type Node struct {
 	handoff  chan struct{} // buffer 1: the ring changed, hand off
 	serving  atomic.Bool
 	stopping atomic.Bool
+	crashed  atomic.Bool // FaultCrash was injected
 	ran      atomic.Bool
 }
 
@@ -348,6 +349,9 @@ func (n *Node) sweepLoop(ctx context.Context) {
 // in-flight calls and stop.
 func (n *Node) shutdown() error {
 	n.stopping.Store(true)
+	if n.crashed.Load() {
+		return n.peers.Close()
+	}
 	n.grpc.Health.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()

@@ -1,0 +1,127 @@
+package limiter
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/ring"
+)
+
+// FallbackRetryAfter is the retry-after of a check denied because its
+// owner is unreachable and its limit fails closed (or its cost does not fit
+// the local share).
+const FallbackRetryAfter = time.Second
+
+// fallbackLeasePrefix marks lease IDs handed out by a local fallback bucket.
+const fallbackLeasePrefix = "f"
+
+// When a key's owner cannot be reached (a connect error, a deadline, an
+// open circuit), the limit's failure mode answers, with Source
+// SourceFallback and Owner naming the unreachable owner:
+//
+//   - FailLocal (the default): a bucket on this node with a conservative
+//     share of the limit, LocalShare(limit, N), where N is the number of
+//     nodes in the ring. The unreachable owner is one of them, so the other
+//     nodes together admit at most (N-1)/N of the limit through their
+//     shares while it is away; if the owner is only partitioned and still
+//     answers its own callers, the cluster's total stays under twice the
+//     limit. The share's own state lives in a separate local store; it is
+//     not merged into the owner's count when the owner returns (the owner's
+//     count rules again at once), and it expires like any state.
+//   - FailDeny: denied, retry after FallbackRetryAfter (fail closed).
+//   - FailAllow: allowed, unlimited (fail open). Discouraged.
+//
+// A concurrency lease taken under FailLocal lives in the local share and
+// carries an ID starting with "f"; Release returns it locally.
+
+// LocalShare is the limit a node applies for a key whose owner is
+// unreachable in a ring of n nodes: the limit and the burst divided by n,
+// rounded down, and at least 1.
+func LocalShare(l bucket.Limit, n int) bucket.Limit {
+	if n <= 1 {
+		return l
+	}
+	share := l
+	share.Limit = max(1, l.Limit/int64(n))
+	if l.Algorithm == bucket.TokenBucket {
+		share.Burst = max(1, l.Capacity()/int64(n))
+	}
+	return share
+}
+
+// ringSize is the number of nodes in v's ring (at least 1).
+func ringSize(v *view) int {
+	if v == nil || v.ring == nil || v.ring.Len() == 0 {
+		return 1
+	}
+	return v.ring.Len()
+}
+
+// fallback answers a job whose owner could not be reached.
+func (l *Limiter) fallback(v *view, j *job, owner ring.Member, cause error, now int64) {
+	res := j.res
+	res.Source, res.Owner, res.Err = SourceFallback, owner.Name, nil
+	res.Result = l.fallbackTake(v, j.mode, j.hash, j.limit, j.cost, now)
+	l.metrics.fellBack(j.mode)
+	l.metrics.observe(j.limit.Algorithm, res)
+	l.log.Debug("owner unreachable: fallback", "owner", owner.Name, "mode", j.mode.String(), "err", cause)
+}
+
+// fallbackTake applies a failure mode to one check.
+func (l *Limiter) fallbackTake(v *view, mode policy.FailureMode, hash uint64, lim bucket.Limit, cost, now int64) bucket.Result {
+	capacity := lim.Capacity()
+	switch mode {
+	case policy.FailDeny:
+		if cost == 0 {
+			return bucket.Result{Allowed: true, Limit: capacity}
+		}
+		return bucket.Result{Limit: capacity, RetryAfter: FallbackRetryAfter}
+	case policy.FailAllow:
+		return bucket.Result{Allowed: true, Limit: capacity, Remaining: capacity}
+	}
+	share := LocalShare(lim, ringSize(v))
+	if cost > share.Capacity() {
+		return bucket.Result{Limit: share.Capacity(), RetryAfter: FallbackRetryAfter}
+	}
+	var res bucket.Result
+	var err error
+	if lim.Algorithm == bucket.Concurrency {
+		_, res, err = l.shares.Acquire(hash, share, now, 0, time.Second)
+	} else {
+		res, err = l.shares.Take(hash, share, now, cost)
+	}
+	if err != nil {
+		return bucket.Result{Limit: share.Capacity(), RetryAfter: FallbackRetryAfter}
+	}
+	return res
+}
+
+// fallbackAcquire applies a failure mode to an Acquire.
+func (l *Limiter) fallbackAcquire(v *view, r *resolved, cost int64, ttl time.Duration, now int64) (bucket.Result, string) {
+	switch r.mode {
+	case policy.FailDeny, policy.FailAllow:
+		return l.fallbackTake(v, r.mode, r.hash, r.limit, cost, now), ""
+	}
+	share := LocalShare(r.limit, ringSize(v))
+	if cost > share.Capacity() {
+		return bucket.Result{Limit: share.Capacity(), RetryAfter: FallbackRetryAfter}, ""
+	}
+	id, res, err := l.shares.Acquire(r.hash, share, now, cost, ttl)
+	if err != nil || !res.Allowed || id == 0 {
+		return res, ""
+	}
+	return res, fallbackLeasePrefix + strconv.FormatUint(id, 16)
+}
+
+// fallbackLease parses a lease ID handed out by a local share.
+func fallbackLease(id string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(id, fallbackLeasePrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 16, 64)
+	return n, err == nil && n != 0
+}

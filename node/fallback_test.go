@@ -1,0 +1,102 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/node"
+)
+
+// keysOwnedBy returns n keys (with prefix) whose owner, asked through c, is
+// the node named owner.
+func keysOwnedBy(t *testing.T, c *client.Client, owner, prefix string, n int, lim client.Limit) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n && i < 10_000; i++ {
+		k := fmt.Sprintf("%s:%d", prefix, i)
+		if ownerOf(t, c, k, lim).Owner == owner {
+			out = append(out, k)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("found %d keys owned by %s, want %d", len(out), owner, n)
+	}
+	return out
+}
+
+// countAllowed sends checks of key through c and counts admissions, failing
+// on any error or on an answer that did not come from the fallback.
+func countAllowed(t *testing.T, c *client.Client, key string, lim client.Limit, checks int, wantSource string) int {
+	t.Helper()
+	allowed := 0
+	for i := 0; i < checks; i++ {
+		res, err := c.Check(context.Background(), client.Item{Key: key, Limit: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res[0]
+		if r.Err != nil {
+			t.Fatalf("check %d of %s: %v", i, key, r.Err)
+		}
+		if r.Source != wantSource {
+			t.Fatalf("check %d of %s: source %q, want %q", i, key, r.Source, wantSource)
+		}
+		if r.Allowed {
+			allowed++
+		}
+	}
+	return allowed
+}
+
+// Each failure mode holds when the owner cannot be reached, both with its
+// gRPC port closed (still a gossip member) and with the process gone.
+func TestFallbackModes(t *testing.T) {
+	for _, fault := range []struct {
+		name string
+		f    node.Fault
+	}{{"grpc port closed", node.FaultGRPCDown}, {"process gone", node.FaultCrash}} {
+		t.Run(fault.name, func(t *testing.T) {
+			tc := newTestCluster(t, 3)
+			c := newClient(t, tc.nodes[0].GRPCAddr())
+			owner := tc.nodes[2]
+			local := client.Limit{Limit: 30, Period: time.Hour, FailureMode: client.FailLocal}
+			deny := client.Limit{Limit: 30, Period: time.Hour, FailureMode: client.FailDeny}
+			allow := client.Limit{Limit: 30, Period: time.Hour, FailureMode: client.FailAllow}
+			// The same period gives the same identity, so one key list
+			// serves all three modes.
+			ks := keysOwnedBy(t, c, owner.Name(), "fb", 3, local)
+			owner.Inject(fault.f)
+
+			// local: a share of 30/3 = 10 on this node.
+			if got := countAllowed(t, c, ks[0], local, 20, "fallback"); got != 10 {
+				t.Errorf("local: %d of 20 allowed, want the share 10", got)
+			}
+			if got := countAllowed(t, c, ks[1], deny, 5, "fallback"); got != 0 {
+				t.Errorf("deny: %d of 5 allowed, want 0", got)
+			}
+			if got := countAllowed(t, c, ks[2], allow, 50, "fallback"); got != 50 {
+				t.Errorf("allow: %d of 50 allowed, want 50", got)
+			}
+			res, err := c.Check(context.Background(), client.Item{Key: ks[1], Limit: deny})
+			if err != nil || res[0].Owner != owner.Name() || res[0].RetryAfter <= 0 {
+				t.Fatalf("deny result %+v %v: want the unreachable owner named and a retry-after", res, err)
+			}
+			if fault.f == node.FaultCrash {
+				// Once memberlist declares it dead, the keys have a new
+				// owner and the owner's count rules again.
+				waitFor(t, 20*time.Second, "the crashed owner leaves the ring", func() bool {
+					r := tc.nodes[0].Limiter().Ring()
+					_, still := r.Member(owner.Name())
+					return !still
+				})
+				res, err := c.Check(context.Background(), client.Item{Key: ks[0], Limit: local})
+				if err != nil || res[0].Source != "owner" || res[0].Owner == owner.Name() {
+					t.Fatalf("after the ring moved: %+v %v, want source owner on a live node", res, err)
+				}
+			}
+		})
+	}
+}
