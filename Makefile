@@ -4,6 +4,7 @@ BIN            := bin
 TOOLS          := $(CURDIR)/$(BIN)/tools
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.1
+PROTOC_GEN_GO_VTPROTO := github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
 STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=$(VERSION)
@@ -34,21 +35,31 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./node/
 
 ## tools: the pinned protoc plugins and linters, in bin/tools
-tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/staticcheck
+tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto $(TOOLS)/staticcheck
 $(TOOLS)/protoc-gen-go:
 	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO)
 $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
+$(TOOLS)/protoc-gen-go-vtproto:
+	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO_VTPROTO)
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install $(STATICCHECK)
 
+# VTPROTO_POOL: the hot Check messages that get vtprotobuf memory pools.
+SLUICEV1       := github.com/sluice-rl/sluice/proto/sluice/v1
+VTPROTO_POOL   := CheckRequest CheckItem CheckResponse CheckResult \
+	PeerCheckRequest PeerItem PeerCheckResponse PeerResult
+
 ## proto: regenerate the committed protobuf code (needs protoc: apt-get install protobuf-compiler)
-proto: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc
+proto: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto
 	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler" >&2; exit 1; }
 	PATH=$(TOOLS):$$PATH protoc -I proto \
 		--go_out=proto --go_opt=paths=source_relative \
 		--go-grpc_out=proto --go-grpc_opt=paths=source_relative \
-		$$(find proto -name '*.proto')
+		--go-vtproto_out=proto \
+		--go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size+pool \
+		$(foreach m,$(VTPROTO_POOL),--go-vtproto_opt=pool=$(SLUICEV1).$(m)) \
+		$$(find proto -name '*.proto' | LC_ALL=C sort)
 
 ## proto-check: fail if the committed generated code is stale
 proto-check: proto

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluice-rl/sluice/internal/codec"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -31,6 +32,24 @@ type Config struct {
 	// round-robin balancing).
 	DialOptions []grpc.DialOption
 }
+
+// serviceConfig spreads calls round-robin over the nodes and retries a call
+// that failed with UNAVAILABLE (a node going away) on another node. Sluice
+// servers never answer UNAVAILABLE themselves, so a retried check was not
+// applied, except in the rare case of a connection lost mid-call.
+const serviceConfig = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [{"service": "sluice.v1.RateLimiter"}, {"service": "sluice.v1.Membership"}],
+    "retryPolicy": {
+      "maxAttempts": 3,
+      "initialBackoff": "0.01s",
+      "maxBackoff": "0.1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}`
 
 // Client talks to a Sluice cluster. It is safe for concurrent use.
 type Client struct {
@@ -53,7 +72,8 @@ func New(cfg Config) (*Client, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithResolvers(r),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithDefaultServiceConfig(serviceConfig),
+		codec.DialOption(),
 	}, cfg.DialOptions...)
 	conn, err := grpc.NewClient(r.Scheme()+":///sluice", opts...)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluice-rl/sluice/internal/codec"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -37,7 +38,7 @@ func startEcho(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(codec.ServerOption())
 	sluicev1.RegisterRateLimiterServer(s, echoServer{})
 	go func() { _ = s.Serve(ln) }()
 	b.Cleanup(s.Stop)
@@ -47,7 +48,8 @@ func startEcho(b *testing.B) string {
 // benchCheck drives Check calls of `items` items each from many goroutines
 // and reports checks/s.
 func benchCheck(b *testing.B, addr string, items int) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		codec.DialOption())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/internal/codec"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
@@ -60,7 +61,9 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 			return nil, err
 		}
 	}
-	srv := grpc.NewServer(cfg.ServerOptions...)
+	// The vtprotobuf codec first, so that cfg.ServerOptions can override it.
+	opts := append([]grpc.ServerOption{codec.ServerOption()}, cfg.ServerOptions...)
+	srv := grpc.NewServer(opts...)
 	api := &rateLimiterServer{svc: cfg.Service,
 		obsCheck:   m.observer("grpc", "Check"),
 		obsAcquire: m.observer("grpc", "Acquire"),
