@@ -252,22 +252,37 @@ func (b *batcher[I, O]) takeLocked(batch []*pendingCall[I, O]) ([]*pendingCall[I
 // earlier one: the RPC is useful as long as any of them waits.
 func (b *batcher[I, O]) send(batch []*pendingCall[I, O], n int) {
 	dl := time.Now().Add(b.timeout)
-	var latest time.Time
-	for _, pc := range batch {
-		if pc.deadline.IsZero() {
-			latest = time.Time{}
-			break
-		}
-		if pc.deadline.After(latest) {
-			latest = pc.deadline
-		}
-	}
-	if !latest.IsZero() && latest.Before(dl) {
+	if latest := latestDeadline(batch); !latest.IsZero() && latest.Before(dl) {
 		dl = latest
 	}
 	ctx, cancel := context.WithDeadline(b.ctx, dl)
 	defer cancel()
 	b.flush(ctx, batch, n)
+}
+
+// latestDeadline is the latest deadline of the callers of batch, or zero
+// if one of them has none.
+func latestDeadline[I, O any](batch []*pendingCall[I, O]) time.Time {
+	var latest time.Time
+	for _, pc := range batch {
+		if pc.deadline.IsZero() {
+			return time.Time{}
+		}
+		if pc.deadline.After(latest) {
+			latest = pc.deadline
+		}
+	}
+	return latest
+}
+
+// callersDeadline reports whether ctx, the context send passed to flush
+// with batch, ends at the callers' deadline rather than at the batcher's
+// timeout: an RPC that hits it was cut short by its callers, not by a
+// slow peer. It must be called before flush answers any call of batch.
+func callersDeadline[I, O any](ctx context.Context, batch []*pendingCall[I, O]) bool {
+	dl, ok := ctx.Deadline()
+	latest := latestDeadline(batch)
+	return ok && !latest.IsZero() && !latest.After(dl)
 }
 
 // close refuses new calls with err and answers the queued ones with it.

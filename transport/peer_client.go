@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/codec"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 	"github.com/sluice-rl/sluice/ring"
@@ -27,6 +28,10 @@ const (
 	DefaultPeerTimeout     = 500 * time.Millisecond
 	DefaultPeerMaxBatch    = 512
 	DefaultPeerMaxInflight = 4
+	// DefaultPeerBreakerFailures and DefaultPeerBreakerCooldown are the
+	// defaults of BreakerFailures and BreakerCooldown.
+	DefaultPeerBreakerFailures = 3
+	DefaultPeerBreakerCooldown = time.Second
 )
 
 // Bounds of the RPCs other than Check.
@@ -63,6 +68,26 @@ type PeerClientConfig struct {
 	// MaxInflight is the most concurrent Check RPCs (and Fetch RPCs) per
 	// peer; default 4. Calls beyond it queue and are coalesced.
 	MaxInflight int
+	// BreakerFailures is the number of consecutive failed RPCs to a peer
+	// that open its circuit breaker; default 3. An RPC fails when the peer
+	// is not reached or does not answer within Timeout (gRPC codes
+	// Unavailable and DeadlineExceeded, connection errors); an RPC that
+	// ends because its caller's context ended, an error the peer answers
+	// with (ResourceExhausted, ...) and per-item errors are not failures,
+	// and any answer resets the count. While the circuit is open, calls to
+	// the peer fail at once, without an RPC, with an error wrapping both
+	// limiter.ErrPeerUnavailable and ErrCircuitOpen. BreakerCooldown after
+	// it opened, one RPC (the probe) is let through: if it succeeds the
+	// circuit closes, if it fails the circuit stays open for another
+	// cooldown. A negative BreakerFailures disables the breaker.
+	BreakerFailures int
+	// BreakerCooldown is how long an open circuit rejects calls before it
+	// lets a probe through; default 1s.
+	BreakerCooldown time.Duration
+	// Clock is the time source of the breakers' cooldowns; nil means
+	// time.Now. It is meant for tests: RPC deadlines and BatchWindow always
+	// use real time.
+	Clock func() time.Time
 	// Metrics records RPCs and batch sizes; nil records nothing.
 	Metrics *PeerMetrics
 	// DialOptions are passed to grpc.NewClient; the default is insecure
@@ -106,6 +131,8 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 		return nil, fmt.Errorf("transport: PeerClientConfig.BatchWindow must be >= 0, got %v", cfg.BatchWindow)
 	case cfg.MaxInflight < 0:
 		return nil, fmt.Errorf("transport: PeerClientConfig.MaxInflight must be >= 0, got %d", cfg.MaxInflight)
+	case cfg.BreakerCooldown < 0:
+		return nil, fmt.Errorf("transport: PeerClientConfig.BreakerCooldown must be >= 0, got %v", cfg.BreakerCooldown)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultPeerTimeout
@@ -116,11 +143,20 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	if cfg.MaxInflight == 0 {
 		cfg.MaxInflight = DefaultPeerMaxInflight
 	}
+	if cfg.BreakerFailures == 0 {
+		cfg.BreakerFailures = DefaultPeerBreakerFailures
+	}
+	if cfg.BreakerCooldown == 0 {
+		cfg.BreakerCooldown = DefaultPeerBreakerCooldown
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	if len(cfg.DialOptions) == 0 {
 		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	} else {
-		cfg.DialOptions = slices.Clone(cfg.DialOptions)
 	}
+	// The vtprotobuf codec first (caller options can override it); append copies.
+	cfg.DialOptions = append([]grpc.DialOption{codec.DialOption()}, cfg.DialOptions...)
 	// Surface bad dial options now rather than on the first forward.
 	probe, err := grpc.NewClient("passthrough:///sluice-peer-probe", cfg.DialOptions...)
 	if err != nil {
@@ -153,6 +189,7 @@ func (c *PeerClient) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	for _, p := range peers {
+		p.br.retire()
 		p.closeBatchers(errClientClosed)
 	}
 	c.wg.Wait()
@@ -168,7 +205,8 @@ func (c *PeerClient) Close() error {
 // Forget closes the connections of the peers for which keep returns false
 // (the node calls it when membership changes with "is still a member").
 // Their queued and in-flight calls fail with limiter.ErrPeerUnavailable; a
-// later call to such a peer opens a new connection. keep is called with
+// later call to such a peer opens a new connection, with a closed circuit.
+// Their sluice_peer_circuit_open series are removed. keep is called with
 // the client's lock held and must not call the client.
 func (c *PeerClient) Forget(keep func(name string) bool) {
 	var gone []*peerConn
@@ -177,12 +215,27 @@ func (c *PeerClient) Forget(keep func(name string) bool) {
 		if !keep(name) {
 			delete(c.peers, name)
 			gone = append(gone, p)
+			// Under c.mu, so that a new peerConn of the same name (made
+			// under c.mu too) sets its gauge after this removal.
+			p.br.retire()
+			c.m.forgetPeer(name)
 		}
 	}
 	c.mu.Unlock()
 	for _, p := range gone {
 		p.retire(fmt.Errorf("%w: %s left the cluster", limiter.ErrPeerUnavailable, p.name))
 	}
+}
+
+// CircuitOpen reports whether the circuit breaker of the peer named name is
+// open (calls to it fail at once) or half-open (a probe is, or is about to
+// be, in flight). It is false for a peer the client has no connection to,
+// and always false when the breaker is disabled.
+func (c *PeerClient) CircuitOpen(name string) bool {
+	c.mu.RLock()
+	p := c.peers[name]
+	c.mu.RUnlock()
+	return p != nil && p.br.isOpen()
 }
 
 // peerFor returns the connection to m, creating it on first use and
@@ -216,6 +269,9 @@ func (c *PeerClient) peerFor(m ring.Member) (*peerConn, error) {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (%s): %w", limiter.ErrPeerUnavailable, m.Name, m.GRPCAddr, err)
 	}
+	if old != nil {
+		old.br.retire() // before the new breaker sets the peer's gauge
+	}
 	p = c.newPeer(m, cc)
 	c.peers[m.Name] = p
 	c.mu.Unlock()
@@ -233,7 +289,8 @@ type (
 	fetchCall    = pendingCall[uint64, store.Entry]
 )
 
-// peerConn is the client side of one peer: its connection and batchers.
+// peerConn is the client side of one peer: its connection, batchers and
+// circuit breaker.
 type peerConn struct {
 	c          *PeerClient
 	name, addr string
@@ -241,14 +298,37 @@ type peerConn struct {
 	rpc        sluicev1.PeerClient
 	check0     *checkBatcher // hops 0, the common case
 	fetch      *fetchBatcher
+	br         *breaker // nil if disabled
+	circuitErr error    // answers the calls the breaker rejects
 
 	mu        sync.Mutex
 	checkHops map[uint32]*checkBatcher // hops > 0; requests carry one hops value
 	closed    bool
 }
 
+// newPeer builds the client side of m. c.mu is held.
 func (c *PeerClient) newPeer(m ring.Member, cc *grpc.ClientConn) *peerConn {
 	p := &peerConn{c: c, name: m.Name, addr: m.GRPCAddr, cc: cc, rpc: sluicev1.NewPeerClient(cc)}
+	p.circuitErr = fmt.Errorf("%w: %w: %s", limiter.ErrPeerUnavailable, ErrCircuitOpen, m.Name)
+	if c.cfg.BreakerFailures > 0 {
+		var notify func(open, fromClosed bool)
+		if c.m != nil {
+			gauge := c.m.circuitOpen.WithLabelValues(m.Name)
+			gauge.Set(0)
+			opened := c.m.circuitOpened
+			notify = func(open, fromClosed bool) {
+				if open {
+					gauge.Set(1)
+					if fromClosed {
+						opened.Inc()
+					}
+				} else {
+					gauge.Set(0)
+				}
+			}
+		}
+		p.br = newBreaker(c.cfg.BreakerFailures, c.cfg.BreakerCooldown, c.cfg.Clock, notify)
+	}
 	p.check0 = p.newCheckBatcher(0)
 	p.fetch = &fetchBatcher{
 		ctx: c.ctx, wg: &c.wg, pool: c.fetchPool,
@@ -333,8 +413,9 @@ func (p *peerConn) callErr(ctx context.Context, method int, err error) error {
 
 // Check applies items on node to and fills out[i] for items[i]. Calls to
 // the same node are coalesced; see PeerClientConfig. An error means the
-// node did not answer (it wraps limiter.ErrPeerUnavailable), or is ctx.Err()
-// when ctx ended first; out is then unspecified.
+// node did not answer (it wraps limiter.ErrPeerUnavailable, and also
+// ErrCircuitOpen when the node's circuit breaker is open and no RPC was
+// sent), or is ctx.Err() when ctx ended first; out is then unspecified.
 func (c *PeerClient) Check(ctx context.Context, to ring.Member, hops int, items []limiter.Forwarded, out []limiter.Answer) error {
 	if len(items) == 0 {
 		return nil
@@ -348,6 +429,9 @@ func (c *PeerClient) Check(ctx context.Context, to ring.Member, hops int, items 
 	p, err := c.peerFor(to)
 	if err != nil {
 		return err
+	}
+	if p.br.rejects() { // fail at once, without queueing
+		return p.circuitErr
 	}
 	b, err := p.checkBatcher(uint32(hops))
 	if err != nil {
@@ -370,10 +454,19 @@ func (c *PeerClient) Check(ctx context.Context, to ring.Member, hops int, items 
 	return b.do(ctx, calls, nil)
 }
 
-// sendCheck is the Check batcher's flush: one RPC for calls.
+// sendCheck is the Check batcher's flush: one RPC for calls, unless the
+// circuit is open.
 func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCall, _ int) {
+	callers := callersDeadline(ctx, calls)
 	live, n := dropAbandoned(calls)
 	if len(live) == 0 {
+		return
+	}
+	tk, ok := p.br.allow()
+	if !ok {
+		for _, pc := range live {
+			pc.fail(p.circuitErr)
+		}
 		return
 	}
 	// One allocation each for the items, their limits and their pointers.
@@ -389,6 +482,7 @@ func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCal
 	}
 	p.c.m.checkRPC(n)
 	resp, err := p.rpc.Check(ctx, req)
+	p.br.record(tk, rpcOutcome(err, callers))
 	if err == nil && len(resp.GetResults()) != n {
 		err = status.Errorf(codes.Internal, "peer answered %d results for %d items", len(resp.GetResults()), n)
 	}
@@ -435,6 +529,10 @@ func (c *PeerClient) Acquire(ctx context.Context, to ring.Member, hops int, item
 	if err != nil {
 		return limiter.Answer{}, 0, err
 	}
+	tk, ok := p.br.allow()
+	if !ok {
+		return limiter.Answer{}, 0, p.circuitErr
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	var it sluicev1.PeerItem
@@ -442,6 +540,7 @@ func (c *PeerClient) Acquire(ctx context.Context, to ring.Member, hops int, item
 	req := &sluicev1.PeerAcquireRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), TtlNs: int64(ttl)}
 	c.m.rpc(peerAcquire)
 	resp, err := p.rpc.Acquire(rctx, req)
+	p.br.record(tk, directOutcome(ctx, rctx, err))
 	if err != nil {
 		return limiter.Answer{}, 0, p.callErr(ctx, peerAcquire, err)
 	}
@@ -459,6 +558,10 @@ func (c *PeerClient) Release(ctx context.Context, to ring.Member, hops int, item
 	if err != nil {
 		return limiter.Answer{}, false, err
 	}
+	tk, ok := p.br.allow()
+	if !ok {
+		return limiter.Answer{}, false, p.circuitErr
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	var it sluicev1.PeerItem
@@ -466,6 +569,7 @@ func (c *PeerClient) Release(ctx context.Context, to ring.Member, hops int, item
 	req := &sluicev1.PeerReleaseRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), LeaseId: leaseID}
 	c.m.rpc(peerRelease)
 	resp, err := p.rpc.Release(rctx, req)
+	p.br.record(tk, directOutcome(ctx, rctx, err))
 	if err != nil {
 		return limiter.Answer{}, false, p.callErr(ctx, peerRelease, err)
 	}
@@ -485,6 +589,9 @@ func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint6
 	p, err := c.peerFor(from)
 	if err != nil {
 		return nil, err
+	}
+	if p.br.rejects() {
+		return nil, p.circuitErr
 	}
 	b := p.fetch
 	calls := make([]*fetchCall, 0, (len(hashes)+fetchBatch-1)/fetchBatch)
@@ -507,10 +614,19 @@ func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint6
 	return out, nil
 }
 
-// sendFetch is the Fetch batcher's flush: one RPC for calls.
+// sendFetch is the Fetch batcher's flush: one RPC for calls, unless the
+// circuit is open.
 func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
+	callers := callersDeadline(ctx, calls)
 	live, n := dropAbandoned(calls)
 	if len(live) == 0 {
+		return
+	}
+	tk, ok := p.br.allow()
+	if !ok {
+		for _, pc := range live {
+			pc.fail(p.circuitErr)
+		}
 		return
 	}
 	hashes := make([]uint64, 0, n)
@@ -519,6 +635,7 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 	}
 	p.c.m.rpc(peerFetch)
 	resp, err := p.rpc.Fetch(ctx, &sluicev1.FetchRequest{From: p.c.cfg.Self, Hashes: hashes}, grpc.MaxCallRecvMsgSize(fetchRecvBytes))
+	p.br.record(tk, rpcOutcome(err, callers))
 	if err != nil {
 		p.c.m.rpcError(peerFetch)
 		err = p.unavailable("Fetch", err)
@@ -571,7 +688,8 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 // about 1 MiB, and sends donePartitions with the last one, so the receiver
 // learns a partition is complete only after all its states arrived. States
 // the receiver refuses (its store is full) are counted in the metrics; they
-// are not an error.
+// are not an error. Each RPC passes the peer's circuit breaker: an open
+// circuit fails the Handoff before its next RPC.
 func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
 	if len(entries) == 0 && len(donePartitions) == 0 {
 		return nil
@@ -612,9 +730,14 @@ func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []stor
 		if last {
 			req.DonePartitions = done
 		}
+		tk, ok := p.br.allow()
+		if !ok {
+			return p.circuitErr
+		}
 		rctx, cancel := context.WithTimeout(ctx, handoffTimeouts*c.cfg.Timeout)
 		c.m.rpc(peerHandoff)
 		resp, err := p.rpc.Handoff(rctx, req)
+		p.br.record(tk, directOutcome(ctx, rctx, err))
 		cancel()
 		if err != nil {
 			return p.callErr(ctx, peerHandoff, err)
@@ -628,15 +751,18 @@ func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []stor
 }
 
 // PeerMetrics are the peer client's Prometheus metrics, with atomic
-// counters alongside for cheap reads (Snapshot). No per-key or per-peer
-// labels.
+// counters alongside for cheap reads (Snapshot). No per-key labels; the
+// only per-peer label is the node name of the circuit gauge (bounded by the
+// cluster size; a forgotten peer's series is removed).
 type PeerMetrics struct {
-	rpcs     [numPeerMethods]prometheus.Counter
-	errs     [numPeerMethods]prometheus.Counter
-	items    prometheus.Counter
-	batch    prometheus.Histogram
-	refusedC prometheus.Counter
-	served   *prometheus.HistogramVec // server side, by RegisterPeer
+	rpcs          [numPeerMethods]prometheus.Counter
+	errs          [numPeerMethods]prometheus.Counter
+	items         prometheus.Counter
+	batch         prometheus.Histogram
+	refusedC      prometheus.Counter
+	served        *prometheus.HistogramVec // server side, by RegisterPeer
+	circuitOpen   *prometheus.GaugeVec     // by peer name
+	circuitOpened prometheus.Counter
 
 	checkRPCs, forwardedItems atomic.Uint64
 }
@@ -661,6 +787,12 @@ type PeerStats struct {
 //	sluice_peer_served_duration_seconds{method}  latency of the peer calls
 //	                                      this node serves, when passed to
 //	                                      RegisterPeer
+//	sluice_peer_circuit_open{peer}        1 while the circuit breaker of
+//	                                      peer (a node name) is open or
+//	                                      half-open, 0 while closed
+//	sluice_peer_circuit_opened_total      times a closed circuit opened (a
+//	                                      failed probe reopening it is not
+//	                                      counted)
 func NewPeerMetrics(reg prometheus.Registerer) (*PeerMetrics, error) {
 	rpcs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Name: "peer_rpcs_total",
@@ -689,13 +821,21 @@ func NewPeerMetrics(reg prometheus.Registerer) (*PeerMetrics, error) {
 			Help:    "Latency of the peer calls this node serves, by method.",
 			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1},
 		}, []string{"method"}),
+		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "peer_circuit_open",
+			Help: "1 while the circuit breaker of a peer is open (calls to it fail at once), 0 while closed.",
+		}, []string{"peer"}),
+		circuitOpened: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "peer_circuit_opened_total",
+			Help: "Times the circuit breaker of a peer opened after consecutive failed RPCs.",
+		}),
 	}
 	for i, method := range peerMethods {
 		m.rpcs[i] = rpcs.WithLabelValues(method)
 		m.errs[i] = errs.WithLabelValues(method)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{rpcs, errs, m.items, m.batch, m.refusedC, m.served} {
+		for _, c := range []prometheus.Collector{rpcs, errs, m.items, m.batch, m.refusedC, m.served, m.circuitOpen, m.circuitOpened} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -740,6 +880,13 @@ func (m *PeerMetrics) checkRPC(items int) {
 	m.batch.Observe(float64(items))
 	m.checkRPCs.Add(1)
 	m.forwardedItems.Add(uint64(items))
+}
+
+// forgetPeer removes the circuit gauge of the peer named name.
+func (m *PeerMetrics) forgetPeer(name string) {
+	if m != nil {
+		m.circuitOpen.DeleteLabelValues(name)
+	}
 }
 
 func (m *PeerMetrics) refused(n int32) {
