@@ -19,11 +19,11 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))
 	for i, it := range items {
-		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, res: &results[i]}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, res: &results[i]}
 	}
 	l.decide(ctx, l.view.Load(), hops+1, hops >= 1, jobs, l.clock().UnixNano())
 	for i := range results {
-		out[i] = Answer{Result: results[i].Result, Err: results[i].Err}
+		out[i] = Answer{Result: results[i].Result, Err: results[i].Err, Granted: jobs[i].granted}
 	}
 }
 

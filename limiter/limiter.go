@@ -39,6 +39,8 @@ type Config struct {
 	// FetchTimeout bounds a fetch of a key's state from its previous owner;
 	// 0 means 500ms.
 	FetchTimeout time.Duration
+	// Grants configures local token grants for hot keys.
+	Grants GrantConfig
 	// Policies is the initial policy set; nil means no policies and inline
 	// limits allowed.
 	Policies *policy.Set
@@ -65,6 +67,10 @@ type Limiter struct {
 	recent       recentDone
 	fetches      singleflight.Group
 	handoffMu    sync.Mutex // serializes HandOff
+	grants       grantTable
+	bg           sync.WaitGroup // background grant refills
+	bgCtx        context.Context
+	bgCancel     context.CancelFunc
 	metrics      *metrics
 }
 
@@ -93,6 +99,8 @@ func New(cfg Config) (*Limiter, error) {
 		l.fetchTimeout = 500 * time.Millisecond
 	}
 	l.recent.ttl = l.pendingTTL
+	l.grants.cfg = cfg.Grants.withDefaults()
+	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
 	set := cfg.Policies
 	if set == nil {
 		set = policy.Empty()
@@ -103,6 +111,13 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	return l, nil
+}
+
+// Close stops the limiter's background work (grant refills) and waits
+// for it.
+func (l *Limiter) Close() {
+	l.bgCancel()
+	l.bg.Wait()
 }
 
 // Name returns this node's name.
@@ -128,6 +143,7 @@ func (l *Limiter) Ring() *ring.Ring {
 // Sweep drops expired states from the store; the node calls it periodically.
 func (l *Limiter) Sweep() int {
 	now := l.clock().UnixNano()
+	l.grants.sweep(now)
 	return l.store.Sweep(now) + l.shares.Sweep(now)
 }
 
@@ -136,6 +152,7 @@ type resolved struct {
 	limit  bucket.Limit
 	policy string
 	mode   policy.FailureMode
+	grants policy.GrantMode
 	hash   uint64
 }
 
@@ -155,7 +172,7 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		if !ok {
 			return out, &FieldError{i, "policy", fmt.Sprintf("unknown policy %q", r.Policy), ErrUnknownPolicy}
 		}
-		out.limit, out.policy, out.mode = p.Limit, p.Name, p.FailureMode
+		out.limit, out.policy, out.mode, out.grants = p.Limit, p.Name, p.FailureMode, p.Grants
 	} else {
 		if !set.AllowInline {
 			return out, &FieldError{i, "limit", "inline limits are disabled by the policy file; name a policy", ErrInlineDisabled}
@@ -228,7 +245,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		if r.limit.Algorithm == bucket.Concurrency && reqs[i].Cost > 0 {
 			return out[:0], &FieldError{i, "algorithm", "concurrency limits are taken with Acquire and Release; Check may only read them (cost 0)", ErrInvalid}
 		}
-		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, mode: r.mode})
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, mode: r.mode, grants: r.grants})
 	}
 	out = out[:0]
 	for i := range jobs {
@@ -247,8 +264,13 @@ type job struct {
 	limit bucket.Limit
 	cost  int64
 	mode  policy.FailureMode
-	owner ring.Member
-	res   *Result
+	// grants is the limit's grant mode; upTo marks a grant request from
+	// another node, and granted receives what it was given.
+	grants  policy.GrantMode
+	upTo    bool
+	granted int64
+	owner   ring.Member
+	res     *Result
 }
 
 // route returns the node that should decide hash, and whether it is this one.
@@ -274,6 +296,9 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 			l.applyLocal(ctx, v, j, now)
 			continue
 		}
+		if hops == 0 && !j.upTo && l.useGrant(ctx, v, j, owner, now) {
+			continue
+		}
 		j.owner = owner
 		remote = append(remote, j)
 	}
@@ -289,10 +314,13 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	res := j.res
 	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil
 	var err error
-	if j.limit.Algorithm == bucket.Concurrency {
+	switch {
+	case j.upTo:
+		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+	case j.limit.Algorithm == bucket.Concurrency:
 		// Cost 0 on a concurrency limit reads the in-flight count.
 		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)
-	} else {
+	default:
 		res.Result, err = l.store.Take(j.hash, j.limit, now, j.cost)
 	}
 	if err != nil {
@@ -347,7 +375,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	items := make([]Forwarded, len(jobs))
 	answers := make([]Answer, len(jobs))
 	for i, j := range jobs {
-		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost}
+		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo}
 	}
 	err := l.peers.Check(ctx, owner, hops, items, answers)
 	l.metrics.forwarded.Add(float64(len(jobs)))
@@ -355,6 +383,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		for i, j := range jobs {
 			res := j.res
 			res.Result, res.Err, res.Source, res.Owner = answers[i].Result, answers[i].Err, SourceOwner, owner.Name
+			j.granted = answers[i].Granted
 			if res.Err != nil {
 				res.Allowed = false
 			}

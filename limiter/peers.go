@@ -19,6 +19,10 @@ type Forwarded struct {
 	Hash  uint64
 	Limit bucket.Limit
 	Cost  int64
+	// UpTo makes the item a grant request (token buckets only): the owner
+	// spends as many units as the bucket has, up to Cost, and reports them
+	// in Answer.Granted.
+	UpTo bool
 }
 
 // Answer is an owner's answer to one Forwarded item.
@@ -27,6 +31,8 @@ type Answer struct {
 	// Err is set when the owner could not evaluate the item (e.g. its
 	// store is full).
 	Err error
+	// Granted is the number of units spent for a grant request (UpTo).
+	Granted int64
 }
 
 // Peers reaches the other nodes of the cluster (transport's peer client

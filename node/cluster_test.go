@@ -35,7 +35,16 @@ func newTestCluster(t *testing.T, size int) *testCluster {
 // add starts one more node that joins the first.
 func (tc *testCluster) add(name string) *node.Node {
 	tc.t.Helper()
+	return tc.addWith(name, nil)
+}
+
+// addWith is add with a change to the node's config.
+func (tc *testCluster) addWith(name string, mutate func(*node.Config)) *node.Node {
+	tc.t.Helper()
 	cfg := node.LocalConfig(name)
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	cfg.Clock = tc.clk.Now
 	if tc.seed != "" {
 		cfg.Join = []string{tc.seed}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
 )
@@ -48,6 +49,8 @@ type Config struct {
 	// with others to the same owner; 0 batches only what queues while an
 	// RPC is in flight (no wait when idle).
 	BatchWindow time.Duration
+	// Grants configures local token grants for hot keys.
+	Grants limiter.GrantConfig
 	// LeaveLinger is how long a leaving node keeps serving after handing
 	// off, so that nodes whose ring has not caught up are still answered.
 	LeaveLinger time.Duration

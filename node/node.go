@@ -95,6 +95,7 @@ func New(cfg Config) (n *Node, err error) {
 		Ring:         cfg.Ring,
 		Peers:        n.peers,
 		FetchTimeout: cfg.PeerTimeout,
+		Grants:       cfg.Grants,
 		Policies:     set,
 		Registerer:   reg,
 		Logger:       log,
@@ -260,6 +261,9 @@ func (n *Node) closeAll() error {
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Shutdown())
 	}
+	if n.limiter != nil {
+		n.limiter.Close()
+	}
 	if n.peers != nil {
 		errs = append(errs, n.peers.Close())
 	}
@@ -350,6 +354,7 @@ func (n *Node) sweepLoop(ctx context.Context) {
 func (n *Node) shutdown() error {
 	n.stopping.Store(true)
 	if n.crashed.Load() {
+		n.limiter.Close()
 		return n.peers.Close()
 	}
 	n.grpc.Health.Shutdown()
@@ -397,6 +402,7 @@ func (n *Node) shutdown() error {
 		<-done
 		errs = append(errs, errors.New("node: grpc drain timed out; remaining calls were cut"))
 	}
+	n.limiter.Close()
 	errs = append(errs, n.cluster.Shutdown(), n.peers.Close())
 	n.log.Info("stopped")
 	return errors.Join(errs...)

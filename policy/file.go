@@ -23,6 +23,7 @@ import (
 //	    period: 1m            # required except for concurrency; Go syntax or whole days ("7d")
 //	    burst: 200            # optional, token_bucket only
 //	    failure_mode: local   # local (default) | deny | allow
+//	    grants: auto          # auto (default) | always | never: local token grants for hot keys
 //
 // Unknown fields are errors, as are YAML merge keys ("<<"); anchors and
 // aliases are allowed. A null value (e.g. "burst:" with nothing after it)
@@ -287,7 +288,7 @@ func ValidName(s string) bool {
 func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 	pol := Policy{Name: name, Limit: bucket.Limit{Algorithm: bucket.TokenBucket}}
 	n = resolve(n)
-	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, burst, failure_mode)")
+	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, burst, failure_mode, grants)")
 	if err != nil {
 		return pol, err
 	}
@@ -357,8 +358,21 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				}
 				pol.FailureMode = m
 			}
+		case "grants":
+			s, ok, err := stringField(v, fpath)
+			if err != nil {
+				return pol, err
+			}
+			if ok {
+				g, err := ParseGrantMode(s)
+				if err != nil {
+					return pol, &FileError{Line: lineOf(v), Path: fpath, Err: ErrInvalid,
+						Reason: fmt.Sprintf("unknown grant mode %q (want auto, always or never)", s)}
+				}
+				pol.Grants = g
+			}
 		default:
-			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %s not found in %s (want algorithm, limit, period, burst or failure_mode)", k.Value, path)}
+			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %s not found in %s (want algorithm, limit, period, burst, failure_mode or grants)", k.Value, path)}
 		}
 	}
 	if burstGiven && pol.Limit.Algorithm != bucket.TokenBucket {

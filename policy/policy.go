@@ -59,4 +59,46 @@ type Policy struct {
 	Limit bucket.Limit
 	// FailureMode applies when the key's owner is unreachable.
 	FailureMode FailureMode
+	// Grants says whether nodes that do not own a key may hold token
+	// grants for it (token buckets only).
+	Grants GrantMode
+}
+
+// GrantMode says when a node answers a key's checks from tokens granted by
+// the key's owner instead of asking the owner each time.
+type GrantMode uint8
+
+// Grant modes. The zero value means GrantAuto.
+const (
+	// GrantAuto uses grants for keys whose checks at a node exceed the
+	// node's rate threshold.
+	GrantAuto GrantMode = iota
+	// GrantAlways uses grants for every key of the limit.
+	GrantAlways
+	// GrantNever always asks the owner.
+	GrantNever
+)
+
+var grantModeNames = [...]string{GrantAuto: "auto", GrantAlways: "always", GrantNever: "never"}
+
+// String returns "auto", "always" or "never".
+func (g GrantMode) String() string {
+	if int(g) < len(grantModeNames) {
+		return grantModeNames[g]
+	}
+	return fmt.Sprintf("grants(%d)", uint8(g))
+}
+
+// ParseGrantMode maps "auto", "always" or "never" to a GrantMode; the empty
+// string is GrantAuto.
+func ParseGrantMode(s string) (GrantMode, error) {
+	if s == "" {
+		return GrantAuto, nil
+	}
+	for g, name := range grantModeNames {
+		if name == s {
+			return GrantMode(g), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown grant mode %q (want auto, always or never)", ErrInvalid, s)
 }

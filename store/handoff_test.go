@@ -386,3 +386,29 @@ func TestExtractAndDelete(t *testing.T) {
 		t.Fatalf("Delete removed %d, keys left %d; want 1 and 0", n, a.Stats().Keys)
 	}
 }
+
+// TakeUpTo grants what the bucket has, up to the ask, and nothing when empty.
+func TestTakeUpTo(t *testing.T) {
+	s := newStore(t, Config{})
+	l := lim(bucket.TokenBucket, 10, time.Second)
+	steps := []struct {
+		at, most, want int64
+	}{
+		{t0, 4, 4},
+		{t0, 100, 6},
+		{t0, 3, 0},
+		{t0 + 200*ms, 5, 2}, // 2 tokens refilled in 200ms
+	}
+	for i, st := range steps {
+		got, res, err := s.TakeUpTo(7, l, st.at, st.most)
+		if err != nil || got != st.want {
+			t.Fatalf("step %d: granted %d (%v), want %d", i, got, err, st.want)
+		}
+		if got == 0 && (res.Allowed || res.RetryAfter <= 0) {
+			t.Fatalf("step %d: empty bucket result %+v, want a deny with a retry-after", i, res)
+		}
+	}
+	if _, _, err := s.TakeUpTo(7, lim(bucket.FixedWindow, 10, time.Second), t0, 1); !errors.Is(err, ErrWrongAlgorithm) {
+		t.Fatalf("fixed window: %v, want ErrWrongAlgorithm", err)
+	}
+}

@@ -98,6 +98,11 @@ func leasesIsZero(st bucket.LeaseState, now int64) bool {
 func (s *Store) takeToken(sh *shard, key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return s.takeTokenLocked(sh, key, l, now, cost)
+}
+
+// takeTokenLocked is takeToken with sh.mu held.
+func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
 	old, ok := sh.tokens[key]
 	in := old
 	if ok && tokenIsZero(old, now) {

@@ -64,6 +64,7 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	item.Hash = f.Hash
 	item.Limit = lim
 	item.Cost = f.Cost
+	item.UpTo = f.UpTo
 	return item
 }
 
@@ -96,6 +97,7 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *protoFieldErro
 		Hash:  it.GetHash(),
 		Limit: bucket.Limit{Algorithm: alg, Limit: l.GetLimit(), Period: time.Duration(l.GetPeriodNs()), Burst: l.GetBurst()},
 		Cost:  it.GetCost(),
+		UpTo:  it.GetUpTo(),
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError
@@ -124,6 +126,7 @@ func toPeerResult(dst *sluicev1.PeerResult, a *limiter.Answer) *sluicev1.PeerRes
 	dst.Remaining = a.Remaining
 	dst.ResetAfterNs = int64(a.ResetAfter)
 	dst.RetryAfterNs = int64(a.RetryAfter)
+	dst.Granted = a.Granted
 	if a.Err != nil {
 		code := answerCode(a.Err)
 		dst.ErrorCode = int32(code)
@@ -150,7 +153,7 @@ func fromPeerResult(dst *limiter.Answer, r *sluicev1.PeerResult) {
 		Remaining:  r.GetRemaining(),
 		ResetAfter: time.Duration(r.GetResetAfterNs()),
 		RetryAfter: time.Duration(r.GetRetryAfterNs()),
-	}}
+	}, Granted: r.GetGranted()}
 	if c := r.GetErrorCode(); c != 0 {
 		dst.Err = answerError(codes.Code(c), r.GetErrorMessage())
 		dst.Allowed = false

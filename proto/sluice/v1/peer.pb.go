@@ -95,10 +95,13 @@ func (x *PeerLimit) GetBurst() int64 {
 
 // PeerItem is one forwarded check, identified by its identity hash.
 type PeerItem struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hash          uint64                 `protobuf:"fixed64,1,opt,name=hash,proto3" json:"hash,omitempty"`
-	Limit         *PeerLimit             `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	Cost          int64                  `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hash  uint64                 `protobuf:"fixed64,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	Limit *PeerLimit             `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Cost  int64                  `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	// A grant request (token buckets only): take as many units as the bucket
+	// has now, up to cost, and report them in PeerResult.granted.
+	UpTo          bool `protobuf:"varint,4,opt,name=up_to,json=upTo,proto3" json:"up_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -154,6 +157,13 @@ func (x *PeerItem) GetCost() int64 {
 	return 0
 }
 
+func (x *PeerItem) GetUpTo() bool {
+	if x != nil {
+		return x.UpTo
+	}
+	return false
+}
+
 type PeerResult struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Allowed      bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
@@ -162,8 +172,10 @@ type PeerResult struct {
 	ResetAfterNs int64                  `protobuf:"varint,4,opt,name=reset_after_ns,json=resetAfterNs,proto3" json:"reset_after_ns,omitempty"`
 	RetryAfterNs int64                  `protobuf:"varint,5,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
 	// A google.rpc.Code when the item failed; 0 otherwise.
-	ErrorCode     int32  `protobuf:"varint,6,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	ErrorMessage  string `protobuf:"bytes,7,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorCode    int32  `protobuf:"varint,6,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string `protobuf:"bytes,7,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Units granted to an up_to item.
+	Granted       int64 `protobuf:"varint,8,opt,name=granted,proto3" json:"granted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -245,6 +257,13 @@ func (x *PeerResult) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *PeerResult) GetGranted() int64 {
+	if x != nil {
+		return x.Granted
+	}
+	return 0
 }
 
 type PeerCheckRequest struct {
@@ -975,11 +994,12 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"^\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\"s\n" +
 	"\bPeerItem\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x03R\x04cost\"\xea\x01\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x13\n" +
+	"\x05up_to\x18\x04 \x01(\bR\x04upTo\"\x84\x02\n" +
 	"\n" +
 	"PeerResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
@@ -989,7 +1009,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x0eretry_after_ns\x18\x05 \x01(\x03R\fretryAfterNs\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x06 \x01(\x05R\terrorCode\x12#\n" +
-	"\rerror_message\x18\a \x01(\tR\ferrorMessage\"e\n" +
+	"\rerror_message\x18\a \x01(\tR\ferrorMessage\x12\x18\n" +
+	"\agranted\x18\b \x01(\x03R\agranted\"e\n" +
 	"\x10PeerCheckRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
 	"\x05items\x18\x02 \x03(\v2\x13.sluice.v1.PeerItemR\x05items\x12\x12\n" +
