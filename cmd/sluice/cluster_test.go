@@ -246,3 +246,60 @@ func TestProcessCluster(t *testing.T) {
 		}
 	}
 }
+
+// checkJSON runs `sluice check --json` and returns its source and owner.
+func checkJSON(t *testing.T, addr, key string) (code int, source, owner string, elapsed time.Duration) {
+	t.Helper()
+	start := time.Now()
+	code, out := sluice(t, "check", "--addr", addr, key, "--limit", "1000", "--period", "1h", "--json")
+	elapsed = time.Since(start)
+	var r struct {
+		Source string `json:"source"`
+		Owner  string `json:"owner"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("check --json: %v: %s", err, out)
+	}
+	return code, r.Source, r.Owner, elapsed
+}
+
+// kill -9 of a node: checks of its keys through the others are answered at
+// once from the fallback, then by a new owner once the ring has moved.
+func TestProcessKillFallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	a := startMember(t, "a")
+	b := startMember(t, "b", a.gossip)
+	c := startMember(t, "c", a.gossip, b.gossip)
+	waitMembers(t, 5*time.Second, 3, a, b, c)
+	var onC []string
+	for i := 0; len(onC) < 5; i++ {
+		k := fmt.Sprintf("victim:%d", i)
+		if _, _, owner, _ := checkJSON(t, a.grpc, k); owner == "c" {
+			onC = append(onC, k)
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.exited
+	for _, k := range onC {
+		code, source, owner, took := checkJSON(t, a.grpc, k)
+		if code != 0 || source != "fallback" || owner != "c" {
+			t.Fatalf("%s right after kill -9: exit %d source %q owner %q, want allowed from the fallback naming c", k, code, source, owner)
+		}
+		t.Logf("%s: fallback answer in %s (CLI process included)", k, took)
+	}
+	start := time.Now()
+	waitUntil(t, "the ring moves c's keys", func() bool {
+		_, source, owner, _ := checkJSON(t, b.grpc, onC[0])
+		return source == "owner" && owner != "c"
+	})
+	t.Logf("keys moved to a live owner %s after the kill", time.Since(start))
+	for _, k := range onC {
+		if _, source, owner, _ := checkJSON(t, a.grpc, k); source != "owner" || owner == "c" {
+			t.Fatalf("%s after the ring moved: source %q owner %q", k, source, owner)
+		}
+	}
+}
