@@ -27,7 +27,9 @@ import (
 //     share RPCs through the peer client's batching.
 //   - When the owner has no tokens, the node caches the denial until the
 //     owner's retry-after (at least GrantConfig.DenyHold) and denies locally
-//     meanwhile.
+//     meanwhile; when it has fewer than asked for, the node spends them and
+//     then denies locally for DenyHold before asking again, so a saturated
+//     key costs each node at most one request per DenyHold.
 //   - Grants apply to token buckets only; windows, logs and concurrency
 //     limits always go to the owner. Reads (cost 0) also go to the owner.
 //   - Per policy, grants are used for keys above GrantConfig.Threshold
@@ -194,17 +196,17 @@ func (l *Limiter) useGrant(ctx context.Context, v *view, j *job, owner ring.Memb
 			g.tokens = 0
 		}
 		target := min(most, max(j.cost, int64(rate*l.grants.cfg.Refill.Seconds())))
-		if g.deniedUntil > now && j.cost >= g.deniedCost {
-			l.answerGrant(j, owner, g, false, time.Duration(g.deniedUntil-now))
-			g.mu.Unlock()
-			return true
-		}
 		if g.tokens >= j.cost {
 			g.tokens -= j.cost
 			l.answerGrant(j, owner, g, true, 0)
-			if g.tokens < target/2 && g.inflight == nil && j.cost <= target {
+			if g.tokens < target/2 && g.inflight == nil && j.cost <= target && g.deniedUntil <= now {
 				l.refill(g, j, owner, target)
 			}
+			g.mu.Unlock()
+			return true
+		}
+		if g.deniedUntil > now && j.cost >= g.deniedCost {
+			l.answerGrant(j, owner, g, false, time.Duration(g.deniedUntil-now))
 			g.mu.Unlock()
 			return true
 		}
@@ -284,14 +286,24 @@ func (l *Limiter) requestGrant(ctx context.Context, g *grant, hash uint64, lim b
 	a := ans[0]
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if a.Granted > 0 {
+	switch {
+	case a.Granted >= want:
 		if now >= g.expires {
 			g.tokens = 0
 		}
 		g.tokens += a.Granted
 		g.expires = now + int64(l.grants.cfg.TTL)
 		g.deniedUntil, g.deniedCost = 0, 0
-	} else {
+	case a.Granted > 0:
+		// The owner is running short: spend what it gave, then hold off
+		// (deny locally) for DenyHold rather than ask for crumbs.
+		if now >= g.expires {
+			g.tokens = 0
+		}
+		g.tokens += a.Granted
+		g.expires = now + int64(l.grants.cfg.TTL)
+		g.deniedUntil, g.deniedCost = now+int64(l.grants.cfg.DenyHold), 1
+	default:
 		g.deniedUntil = now + int64(max(a.RetryAfter, l.grants.cfg.DenyHold))
 		g.deniedCost = 1
 	}
