@@ -32,7 +32,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./bucket/
 	$(GO) test -run '^$$' -bench 'TakeToken' -benchmem ./store/
 	$(GO) test -run '^$$' -bench 'Store10M' -benchtime 1x ./store/
-	$(GO) test -run '^$$' -bench . -benchtime 3s ./node/
+	$(GO) test -run '^$$' -bench 'CheckGRPC' -benchtime 3s ./node/
+	$(GO) test -run '^$$' -bench 'Cluster3' -benchtime 3s ./node/
+	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 100000x ./node/
+	$(GO) test -run '^$$' -bench 'OwnerLoss' -benchtime 1x ./node/
 
 ## tools: the pinned protoc plugins and linters, in bin/tools
 tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto $(TOOLS)/staticcheck
