@@ -16,7 +16,7 @@ import (
 const FallbackRetryAfter = time.Second
 
 // fallbackLeasePrefix marks lease IDs handed out by a local fallback bucket.
-const fallbackLeasePrefix = "f"
+const fallbackLeasePrefix = "local-"
 
 // When a key's owner cannot be reached (a connect error, a deadline, an
 // open circuit), the limit's failure mode answers, with Source
@@ -35,7 +35,8 @@ const fallbackLeasePrefix = "f"
 //   - FailAllow: allowed, unlimited (fail open). Discouraged.
 //
 // A concurrency lease taken under FailLocal lives in the local share and
-// carries an ID starting with "f"; Release returns it locally.
+// carries an ID starting with "local-" (owners hand out hex IDs); Release
+// returns it locally.
 
 // LocalShare is the limit a node applies for a key whose owner is
 // unreachable in a ring of n nodes: the limit and the burst divided by n,

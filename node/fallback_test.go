@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,7 +69,22 @@ func TestFallbackModes(t *testing.T) {
 			// The same period gives the same identity, so one key list
 			// serves all three modes.
 			ks := keysOwnedBy(t, c, owner.Name(), "fb", 3, local)
+			conc := client.Limit{Algorithm: client.Concurrency, Limit: 6}
+			leaseKey := keysOwnedBy(t, c, owner.Name(), "fb-lease", 1, conc)[0]
 			owner.Inject(fault.f)
+
+			// A lease under the local share (6/3 = 2) is held and
+			// released on this node.
+			l1, err := c.Acquire(context.Background(), leaseKey, "", conc, 2, time.Minute)
+			if err != nil || !l1.Allowed || !strings.HasPrefix(l1.ID, "local-") {
+				t.Fatalf("fallback acquire: %+v %v, want a local lease", l1, err)
+			}
+			if l2, err := c.Acquire(context.Background(), leaseKey, "", conc, 1, time.Minute); err != nil || l2.Allowed {
+				t.Fatalf("second fallback acquire: %+v %v, want denied (share of 2 held)", l2, err)
+			}
+			if ok, err := c.Release(context.Background(), l1); err != nil || !ok {
+				t.Fatalf("fallback release: %v %v", ok, err)
+			}
 
 			// local: a share of 30/3 = 10 on this node.
 			if got := countAllowed(t, c, ks[0], local, 20, "fallback"); got != 10 {

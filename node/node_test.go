@@ -230,7 +230,7 @@ func TestAcquireRelease(t *testing.T) {
 	}
 	ok, err := c.Release(ctx, l1)
 	if err != nil || !ok {
-		t.Fatalf("release: %v %v", ok, err)
+		t.Fatalf("release: %v %v (lease %+v)", ok, err, l1)
 	}
 	ok, err = c.Release(ctx, l1)
 	if err != nil || ok {
