@@ -28,6 +28,8 @@ type Config struct {
 	Addrs []string
 	// Timeout bounds each call that has no deadline of its own; 0 means 2s.
 	Timeout time.Duration
+	// Grants, if set, turns on local token grants for hot keys.
+	Grants *GrantOptions
 	// DialOptions are added to the defaults (insecure credentials,
 	// round-robin balancing).
 	DialOptions []grpc.DialOption
@@ -56,6 +58,7 @@ type Client struct {
 	conn    *grpc.ClientConn
 	api     sluicev1.RateLimiterClient
 	timeout time.Duration
+	grants  *grants // nil without Config.Grants
 }
 
 // New connects lazily to the nodes in cfg.Addrs.
@@ -83,11 +86,16 @@ func New(cfg Config) (*Client, error) {
 	if t <= 0 {
 		t = 2 * time.Second
 	}
-	return &Client{conn: conn, api: sluicev1.NewRateLimiterClient(conn), timeout: t}, nil
+	return &Client{conn: conn, api: sluicev1.NewRateLimiterClient(conn), timeout: t, grants: newGrants(cfg.Grants)}, nil
 }
 
-// Close closes the connections.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close stops background grant refills and closes the connections.
+func (c *Client) Close() error {
+	if c.grants != nil {
+		c.grants.holder.Close()
+	}
+	return c.conn.Close()
+}
 
 // Algorithm selects how a limit counts.
 type Algorithm = sluicev1.Algorithm
@@ -153,16 +161,40 @@ type Result struct {
 // input (a gRPC InvalidArgument naming the field) and otherwise returns one
 // Result per item, in order.
 func (c *Client) Check(ctx context.Context, items ...Item) ([]Result, error) {
-	req := &sluicev1.CheckRequest{Items: make([]*sluicev1.CheckItem, len(items))}
+	var local []Result // answers from grants, by item; nil if none
+	req := &sluicev1.CheckRequest{Items: make([]*sluicev1.CheckItem, 0, len(items))}
+	var sent []int
 	for i := range items {
 		it := &items[i]
 		cost := it.Cost
 		if cost == 0 {
 			cost = 1
 		}
-		req.Items[i] = toProtoItem(it.Key, it.Policy, &it.Limit, cost)
+		if c.grants != nil && cost > 0 && grantable(it) {
+			if r, ok := c.useGrant(ctx, it, cost); ok {
+				if local == nil {
+					local = make([]Result, len(items))
+				}
+				local[i] = r
+				continue
+			}
+		}
+		req.Items = append(req.Items, toProtoItem(it.Key, it.Policy, &it.Limit, cost))
+		sent = append(sent, i)
 	}
-	return c.check(ctx, req)
+	if local == nil {
+		return c.check(ctx, req)
+	}
+	if len(req.Items) > 0 {
+		res, err := c.check(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range sent {
+			local[i] = res[j]
+		}
+	}
+	return local, nil
 }
 
 // Usage reads the usage of key under a policy or limit without spending.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/internal/grant"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
@@ -67,10 +68,7 @@ type Limiter struct {
 	recent       recentDone
 	fetches      singleflight.Group
 	handoffMu    sync.Mutex // serializes HandOff
-	grants       grantTable
-	bg           sync.WaitGroup // background grant refills
-	bgCtx        context.Context
-	bgCancel     context.CancelFunc
+	grants       *grant.Holder
 	metrics      *metrics
 }
 
@@ -99,8 +97,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.fetchTimeout = 500 * time.Millisecond
 	}
 	l.recent.ttl = l.pendingTTL
-	l.grants.cfg = cfg.Grants.withDefaults()
-	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
+	l.grants = grant.NewHolder(cfg.Grants)
 	set := cfg.Policies
 	if set == nil {
 		set = policy.Empty()
@@ -115,10 +112,7 @@ func New(cfg Config) (*Limiter, error) {
 
 // Close stops the limiter's background work (grant refills) and waits
 // for it.
-func (l *Limiter) Close() {
-	l.bgCancel()
-	l.bg.Wait()
-}
+func (l *Limiter) Close() { l.grants.Close() }
 
 // Name returns this node's name.
 func (l *Limiter) Name() string { return l.name }
@@ -143,7 +137,7 @@ func (l *Limiter) Ring() *ring.Ring {
 // Sweep drops expired states from the store; the node calls it periodically.
 func (l *Limiter) Sweep() int {
 	now := l.clock().UnixNano()
-	l.grants.sweep(now)
+	l.grants.Sweep(now)
 	return l.store.Sweep(now) + l.shares.Sweep(now)
 }
 
@@ -427,6 +421,14 @@ func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, ow
 	}
 	if hops > 0 {
 		l.applyLocal(ctx, v, j, now)
+		return
+	}
+	if j.upTo {
+		// A client's grant request: grant nothing rather than spend a
+		// local share; the client then checks the usual way.
+		res := j.res
+		res.Result = bucket.Result{Limit: j.limit.Capacity()}
+		res.Source, res.Owner, res.Err = SourceFallback, owner.Name, err
 		return
 	}
 	l.fallback(v, j, owner, err, now)

@@ -29,6 +29,8 @@ type Service interface {
 	Checker
 	Acquire(ctx context.Context, req limiter.AcquireRequest) (limiter.Lease, error)
 	Release(ctx context.Context, req limiter.ReleaseRequest) (bool, limiter.Result, error)
+	Grant(ctx context.Context, req limiter.Request, want int64) (int64, limiter.Result, error)
+	GrantTTL() time.Duration
 }
 
 // GRPCConfig configures the gRPC API.
@@ -178,6 +180,29 @@ func (s *rateLimiterServer) Release(ctx context.Context, req *sluicev1.ReleaseRe
 		return nil, status.Error(itemCode(res.Err), res.Err.Error())
 	}
 	return &sluicev1.ReleaseResponse{Released: ok, Remaining: res.Remaining}, nil
+}
+
+func (s *rateLimiterServer) Grant(ctx context.Context, req *sluicev1.GrantRequest) (*sluicev1.GrantResponse, error) {
+	var r limiter.Request
+	if err := fromProtoItem(&r, req.GetKey(), req.GetLimit(), req.GetPolicy(), nil); err != nil {
+		return nil, invalidArgument(err.field, err.reason)
+	}
+	granted, res, err := s.svc.Grant(ctx, r, req.GetWant())
+	switch {
+	case err != nil && errors.Is(err, limiter.ErrPeerUnavailable):
+		return nil, status.Error(codes.Unavailable, err.Error())
+	case err != nil:
+		return nil, grpcError("", err)
+	}
+	return &sluicev1.GrantResponse{
+		Granted:    granted,
+		Limit:      res.Limit,
+		Remaining:  res.Remaining,
+		ResetAfter: durationpb.New(res.ResetAfter),
+		RetryAfter: durationpb.New(res.RetryAfter),
+		Ttl:        durationpb.New(s.svc.GrantTTL()),
+		Owner:      res.Owner,
+	}, nil
 }
 
 // protoFieldError names a field of a proto item that failed to convert.

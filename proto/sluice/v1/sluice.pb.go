@@ -850,6 +850,201 @@ func (x *AcquireResponse) GetOwner() string {
 	return ""
 }
 
+type GrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to Spec:
+	//
+	//	*GrantRequest_Limit
+	//	*GrantRequest_Policy
+	Spec isGrantRequest_Spec `protobuf_oneof:"spec"`
+	// Tokens wanted; 1 to the limit's capacity.
+	Want          int64 `protobuf:"varint,4,opt,name=want,proto3" json:"want,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRequest) Reset() {
+	*x = GrantRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRequest) ProtoMessage() {}
+
+func (x *GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
+func (*GrantRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GrantRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GrantRequest) GetSpec() isGrantRequest_Spec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetLimit() *Limit {
+	if x != nil {
+		if x, ok := x.Spec.(*GrantRequest_Limit); ok {
+			return x.Limit
+		}
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetPolicy() string {
+	if x != nil {
+		if x, ok := x.Spec.(*GrantRequest_Policy); ok {
+			return x.Policy
+		}
+	}
+	return ""
+}
+
+func (x *GrantRequest) GetWant() int64 {
+	if x != nil {
+		return x.Want
+	}
+	return 0
+}
+
+type isGrantRequest_Spec interface {
+	isGrantRequest_Spec()
+}
+
+type GrantRequest_Limit struct {
+	Limit *Limit `protobuf:"bytes,2,opt,name=limit,proto3,oneof"`
+}
+
+type GrantRequest_Policy struct {
+	Policy string `protobuf:"bytes,3,opt,name=policy,proto3,oneof"`
+}
+
+func (*GrantRequest_Limit) isGrantRequest_Spec() {}
+
+func (*GrantRequest_Policy) isGrantRequest_Spec() {}
+
+type GrantResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tokens granted, 0..want: what the bucket had.
+	Granted int64 `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	Limit   int64 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The bucket's remaining units after the grant.
+	Remaining  int64                `protobuf:"varint,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	ResetAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// When nothing was granted, time until one token could be.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// How long the granted tokens may be spent.
+	Ttl           *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Owner         string               `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GrantResponse) GetGranted() int64 {
+	if x != nil {
+		return x.Granted
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 type ReleaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -865,7 +1060,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1072,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1085,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseRequest) GetKey() string {
@@ -959,7 +1154,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1166,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1179,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseResponse) GetReleased() bool {
@@ -1009,7 +1204,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1216,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1229,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
 }
 
 type Member struct {
@@ -1055,7 +1250,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1262,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1275,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Member) GetName() string {
@@ -1136,7 +1331,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1343,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1356,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MembersResponse) GetNode() string {
@@ -1231,7 +1426,23 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12)\n" +
 	"\x06source\x18\a \x01(\x0e2\x11.sluice.v1.SourceR\x06source\x12\x14\n" +
-	"\x05owner\x18\b \x01(\tR\x05owner\"\x89\x01\n" +
+	"\x05owner\x18\b \x01(\tR\x05owner\"\x80\x01\n" +
+	"\fGrantRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
+	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
+	"\x06policy\x18\x03 \x01(\tH\x00R\x06policy\x12\x12\n" +
+	"\x04want\x18\x04 \x01(\x03R\x04wantB\x06\n" +
+	"\x04spec\"\x98\x02\n" +
+	"\rGrantResponse\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\x03R\agranted\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
+	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12:\n" +
+	"\vreset_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x12:\n" +
+	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12+\n" +
+	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x14\n" +
+	"\x05owner\x18\a \x01(\tR\x05owner\"\x89\x01\n" +
 	"\x0eReleaseRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
 	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
@@ -1270,11 +1481,12 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSOURCE_OWNER\x10\x01\x12\x10\n" +
 	"\fSOURCE_GRANT\x10\x02\x12\x13\n" +
-	"\x0fSOURCE_FALLBACK\x10\x032\xcd\x01\n" +
+	"\x0fSOURCE_FALLBACK\x10\x032\x89\x02\n" +
 	"\vRateLimiter\x12:\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x18.sluice.v1.CheckResponse\x12@\n" +
 	"\aAcquire\x12\x19.sluice.v1.AcquireRequest\x1a\x1a.sluice.v1.AcquireResponse\x12@\n" +
-	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse2N\n" +
+	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse\x12:\n" +
+	"\x05Grant\x12\x17.sluice.v1.GrantRequest\x1a\x18.sluice.v1.GrantResponse2N\n" +
 	"\n" +
 	"Membership\x12@\n" +
 	"\aMembers\x12\x19.sluice.v1.MembersRequest\x1a\x1a.sluice.v1.MembersResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
@@ -1292,7 +1504,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: sluice.v1.Algorithm
 	(FailureMode)(0),            // 1: sluice.v1.FailureMode
@@ -1305,44 +1517,52 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*CheckResponse)(nil),       // 8: sluice.v1.CheckResponse
 	(*AcquireRequest)(nil),      // 9: sluice.v1.AcquireRequest
 	(*AcquireResponse)(nil),     // 10: sluice.v1.AcquireResponse
-	(*ReleaseRequest)(nil),      // 11: sluice.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),     // 12: sluice.v1.ReleaseResponse
-	(*MembersRequest)(nil),      // 13: sluice.v1.MembersRequest
-	(*Member)(nil),              // 14: sluice.v1.Member
-	(*MembersResponse)(nil),     // 15: sluice.v1.MembersResponse
-	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
+	(*GrantRequest)(nil),        // 11: sluice.v1.GrantRequest
+	(*GrantResponse)(nil),       // 12: sluice.v1.GrantResponse
+	(*ReleaseRequest)(nil),      // 13: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 14: sluice.v1.ReleaseResponse
+	(*MembersRequest)(nil),      // 15: sluice.v1.MembersRequest
+	(*Member)(nil),              // 16: sluice.v1.Member
+	(*MembersResponse)(nil),     // 17: sluice.v1.MembersResponse
+	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.Limit.algorithm:type_name -> sluice.v1.Algorithm
-	16, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
+	18, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
 	1,  // 2: sluice.v1.Limit.failure_mode:type_name -> sluice.v1.FailureMode
 	3,  // 3: sluice.v1.CheckItem.limit:type_name -> sluice.v1.Limit
 	4,  // 4: sluice.v1.CheckRequest.items:type_name -> sluice.v1.CheckItem
-	16, // 5: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
-	16, // 6: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
+	18, // 5: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
+	18, // 6: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
 	2,  // 7: sluice.v1.CheckResult.source:type_name -> sluice.v1.Source
 	6,  // 8: sluice.v1.CheckResult.error:type_name -> sluice.v1.ItemError
 	7,  // 9: sluice.v1.CheckResponse.results:type_name -> sluice.v1.CheckResult
 	3,  // 10: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
-	16, // 11: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 12: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
-	16, // 13: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	18, // 11: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	18, // 12: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
+	18, // 13: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
 	2,  // 14: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
-	3,  // 15: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
-	14, // 16: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
-	5,  // 17: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	9,  // 18: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
-	11, // 19: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
-	13, // 20: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
-	8,  // 21: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
-	10, // 22: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
-	12, // 23: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
-	15, // 24: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	3,  // 15: sluice.v1.GrantRequest.limit:type_name -> sluice.v1.Limit
+	18, // 16: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
+	18, // 17: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
+	18, // 18: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
+	3,  // 19: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
+	16, // 20: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
+	5,  // 21: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	9,  // 22: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
+	13, // 23: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
+	11, // 24: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
+	15, // 25: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
+	8,  // 26: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
+	10, // 27: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
+	14, // 28: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
+	12, // 29: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
+	17, // 30: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -1359,6 +1579,10 @@ func file_sluice_v1_sluice_proto_init() {
 		(*AcquireRequest_Policy)(nil),
 	}
 	file_sluice_v1_sluice_proto_msgTypes[8].OneofWrappers = []any{
+		(*GrantRequest_Limit)(nil),
+		(*GrantRequest_Policy)(nil),
+	}
+	file_sluice_v1_sluice_proto_msgTypes[10].OneofWrappers = []any{
 		(*ReleaseRequest_Limit)(nil),
 		(*ReleaseRequest_Policy)(nil),
 	}
@@ -1368,7 +1592,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

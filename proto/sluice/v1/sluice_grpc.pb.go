@@ -25,6 +25,7 @@ const (
 	RateLimiter_Check_FullMethodName   = "/sluice.v1.RateLimiter/Check"
 	RateLimiter_Acquire_FullMethodName = "/sluice.v1.RateLimiter/Acquire"
 	RateLimiter_Release_FullMethodName = "/sluice.v1.RateLimiter/Release"
+	RateLimiter_Grant_FullMethodName   = "/sluice.v1.RateLimiter/Grant"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -44,6 +45,12 @@ type RateLimiterClient interface {
 	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
 	// Release returns a lease taken by Acquire.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Grant hands a client up to `want` tokens of a token bucket, spent at
+	// once on the key's owner, for the client to spend locally within `ttl`
+	// (unspent ones lapse). Clients that hold grants answer most checks of a
+	// hot key with no network hop. Other algorithms are InvalidArgument; an
+	// unreachable owner is UNAVAILABLE (check the usual way instead).
+	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -84,6 +91,16 @@ func (c *rateLimiterClient) Release(ctx context.Context, in *ReleaseRequest, opt
 	return out, nil
 }
 
+func (c *rateLimiterClient) Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Grant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -101,6 +118,12 @@ type RateLimiterServer interface {
 	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
 	// Release returns a lease taken by Acquire.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Grant hands a client up to `want` tokens of a token bucket, spent at
+	// once on the key's owner, for the client to spend locally within `ttl`
+	// (unspent ones lapse). Clients that hold grants answer most checks of a
+	// hot key with no network hop. Other algorithms are InvalidArgument; an
+	// unreachable owner is UNAVAILABLE (check the usual way instead).
+	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -119,6 +142,9 @@ func (UnimplementedRateLimiterServer) Acquire(context.Context, *AcquireRequest) 
 }
 func (UnimplementedRateLimiterServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedRateLimiterServer) Grant(context.Context, *GrantRequest) (*GrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Grant not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -195,6 +221,24 @@ func _RateLimiter_Release_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_Grant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Grant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Grant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Grant(ctx, req.(*GrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -213,6 +257,10 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _RateLimiter_Release_Handler,
+		},
+		{
+			MethodName: "Grant",
+			Handler:    _RateLimiter_Grant_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
