@@ -223,19 +223,12 @@ func fromProtoItem(dst *limiter.Request, key string, l *sluicev1.Limit, pol stri
 		}
 		return nil
 	}
-	switch l.GetAlgorithm() {
-	case sluicev1.Algorithm_ALGORITHM_UNSPECIFIED, sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET:
+	if alg := l.GetAlgorithm(); alg == sluicev1.Algorithm_ALGORITHM_UNSPECIFIED {
 		dst.Limit.Algorithm = bucket.TokenBucket
-	case sluicev1.Algorithm_ALGORITHM_SLIDING_WINDOW:
-		dst.Limit.Algorithm = bucket.SlidingWindow
-	case sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW:
-		dst.Limit.Algorithm = bucket.FixedWindow
-	case sluicev1.Algorithm_ALGORITHM_SLIDING_LOG:
-		dst.Limit.Algorithm = bucket.SlidingLog
-	case sluicev1.Algorithm_ALGORITHM_CONCURRENCY:
-		dst.Limit.Algorithm = bucket.Concurrency
-	default:
-		return &protoFieldError{"limit.algorithm", fmt.Sprintf("unknown algorithm %d", l.GetAlgorithm())}
+	} else if a, ok := fromProtoAlgorithm(alg); ok {
+		dst.Limit.Algorithm = a
+	} else {
+		return &protoFieldError{"limit.algorithm", fmt.Sprintf("unknown algorithm %d", alg)}
 	}
 	switch l.GetFailureMode() {
 	case sluicev1.FailureMode_FAILURE_MODE_UNSPECIFIED, sluicev1.FailureMode_FAILURE_MODE_LOCAL:
