@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test bench proto proto-check lint tools clean
+.PHONY: all build run test bench proto proto-check lint tools clean image
 
 all: build
 
@@ -36,6 +36,11 @@ bench:
 	$(GO) test -run '^$$' -bench 'Cluster3' -benchtime 3s ./node/
 	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 100000x ./node/
 	$(GO) test -run '^$$' -bench 'OwnerLoss' -benchtime 1x ./node/
+
+## image: the FROM scratch container image sluice:dev around the static binary
+image: build
+	@command -v docker >/dev/null || { echo "docker not found: make image needs Docker Engine" >&2; exit 1; }
+	docker build -t sluice:dev .
 
 ## tools: the pinned protoc plugins and linters, in bin/tools
 tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto $(TOOLS)/staticcheck

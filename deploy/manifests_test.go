@@ -1,0 +1,149 @@
+// Package deploy holds the deployment files (Kubernetes manifests, a
+// compose file); its test checks them as far as this machine allows: they
+// parse, and carry the fields a Sluice cluster needs. Nothing here claims
+// they were applied to a Kubernetes cluster.
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// doc is a parsed YAML document.
+type doc map[string]any
+
+// get walks a path of map keys and list indexes ("spec.ports.0.name").
+func (d doc) get(path string) any {
+	var cur any = map[string]any(d)
+	for _, p := range strings.Split(path, ".") {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[p]
+		case []any:
+			i := 0
+			for _, r := range p {
+				i = i*10 + int(r-'0')
+			}
+			if i >= len(c) {
+				return nil
+			}
+			cur = c[i]
+		default:
+			return nil
+		}
+	}
+	return cur
+}
+
+func load(t *testing.T, path string) doc {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return doc(m)
+}
+
+func want(t *testing.T, d doc, path string, v any) {
+	t.Helper()
+	if got := d.get(path); got != v {
+		t.Errorf("%s = %v, want %v", path, got, v)
+	}
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	k := load(t, "kubernetes/kustomization.yaml")
+	res, _ := k.get("resources").([]any)
+	byKind := map[string]doc{}
+	for _, r := range res {
+		d := load(t, filepath.Join("kubernetes", r.(string)))
+		kind, _ := d.get("kind").(string)
+		name, _ := d.get("metadata.name").(string)
+		byKind[kind+"/"+name] = d
+	}
+
+	gossip := byKind["Service/sluice-gossip"]
+	if gossip == nil {
+		t.Fatal("no headless Service sluice-gossip")
+	}
+	want(t, gossip, "spec.clusterIP", "None")
+	want(t, gossip, "spec.publishNotReadyAddresses", true)
+
+	svc := byKind["Service/sluice"]
+	if svc == nil {
+		t.Fatal("no client Service sluice")
+	}
+	want(t, svc, "spec.ports.0.port", 8081)
+
+	sts := byKind["StatefulSet/sluice"]
+	if sts == nil {
+		t.Fatal("no StatefulSet sluice")
+	}
+	want(t, sts, "spec.podManagementPolicy", "Parallel")
+	want(t, sts, "spec.serviceName", "sluice-gossip")
+	c := doc(sts.get("spec.template.spec.containers.0").(map[string]any))
+	want(t, c, "readinessProbe.httpGet.path", "/readyz")
+	want(t, c, "livenessProbe.httpGet.path", "/healthz")
+	if c.get("lifecycle.preStop") == nil {
+		t.Error("no preStop hook")
+	}
+	grace, _ := sts.get("spec.template.spec.terminationGracePeriodSeconds").(int)
+	pre, _ := c.get("lifecycle.preStop.sleep.seconds").(int)
+	env := map[string]string{}
+	for _, e := range c.get("env").([]any) {
+		m := e.(map[string]any)
+		if v, ok := m["value"].(string); ok {
+			env[m["name"].(string)] = v
+		}
+	}
+	if !strings.HasPrefix(env["SLUICE_JOIN"], "sluice-gossip:") {
+		t.Errorf("SLUICE_JOIN = %q, want the headless Service's name", env["SLUICE_JOIN"])
+	}
+	shutdown, err := policy.ParseDuration(env["SLUICE_SHUTDOWN_TIMEOUT"])
+	if err != nil || grace < pre+int(shutdown.Seconds()) {
+		t.Errorf("terminationGracePeriodSeconds %d < preStop %ds + shutdown timeout %s: handoff may be cut", grace, pre, shutdown)
+	}
+
+	pdb := byKind["PodDisruptionBudget/sluice"]
+	if pdb == nil {
+		t.Fatal("no PodDisruptionBudget")
+	}
+	want(t, pdb, "spec.maxUnavailable", 1)
+
+	cm := byKind["ConfigMap/sluice-policies"]
+	if cm == nil {
+		t.Fatal("no ConfigMap of policies")
+	}
+	data, _ := cm.get("data").(map[string]any)
+	text, _ := data["policies.yaml"].(string)
+	set, err := policy.Parse([]byte(text))
+	if err != nil || set.Len() == 0 {
+		t.Fatalf("ConfigMap policies: %v (%d policies)", err, set.Len())
+	}
+}
+
+func TestComposeFile(t *testing.T) {
+	d := load(t, "compose/compose.yaml")
+	services, ok := d.get("services").(map[string]any)
+	if !ok || len(services) != 3 {
+		t.Fatalf("services: %T %v, want 3", d.get("services"), d.get("services"))
+	}
+	for name := range services {
+		s := doc(services[name].(map[string]any))
+		want(t, s, "image", "sluice:dev")
+		want(t, s, "environment.SLUICE_NODE_NAME", name)
+		if j, _ := s.get("environment.SLUICE_JOIN").(string); !strings.Contains(j, "sluice-0:7946") {
+			t.Errorf("%s: SLUICE_JOIN = %q", name, j)
+		}
+	}
+}
