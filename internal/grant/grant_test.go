@@ -101,8 +101,10 @@ func TestHolderShortGrantHolds(t *testing.T) {
 	if out := use(t0, 3); out.Allowed || out.RetryAfter != 10*time.Millisecond {
 		t.Fatalf("cost 3 with 2 granted: %+v, want denied for DenyHold", out)
 	}
-	if !use(t0, 1).Allowed || !use(t0, 1).Allowed {
-		t.Fatal("the 2 short-granted tokens were not spendable")
+	for i := 0; i < 2; i++ {
+		if !use(t0, 1).Allowed {
+			t.Fatalf("short-granted token %d was not spendable", i)
+		}
 	}
 	if use(t0+5*ms, 1).Allowed || o.count() != 1 {
 		t.Fatalf("within the hold: allowed or asked (%d asks), want a cached deny", o.count())
