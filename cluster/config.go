@@ -19,11 +19,12 @@ const (
 	// It is the preset for deployments.
 	PresetLAN = "lan"
 	// PresetLocal is memberlist.DefaultLocalConfig made faster still, for
-	// tests on loopback: 200ms probes with a 100ms timeout, gossip every
-	// 50ms, push/pull every second, a suspicion timeout of 3 probe
-	// intervals (0.6s, up to 3.6s without confirmations from other
-	// members), dead members forgotten after 5s. A crashed member is
-	// dropped after about one to four seconds.
+	// tests on loopback: 300ms probes with a 250ms timeout (loose enough
+	// for a loaded 2-core machine running the race detector), gossip every
+	// 50ms, push/pull every second, a suspicion timeout of 4 probe
+	// intervals (1.2s, up to 7s without confirmations from other members),
+	// dead members forgotten after 5s. A crashed member is dropped after
+	// about two to five seconds.
 	PresetLocal = "local"
 )
 
@@ -263,8 +264,9 @@ func (c Config) memberlistConfig() *memberlist.Config {
 	switch c.Preset {
 	case PresetLocal:
 		mc = memberlist.DefaultLocalConfig()
-		mc.ProbeInterval = 200 * time.Millisecond
-		mc.ProbeTimeout = 100 * time.Millisecond
+		mc.ProbeInterval = 300 * time.Millisecond
+		mc.ProbeTimeout = 250 * time.Millisecond
+		mc.SuspicionMult = 4
 		mc.GossipInterval = 50 * time.Millisecond
 		mc.PushPullInterval = time.Second
 		mc.GossipToTheDeadTime = 5 * time.Second

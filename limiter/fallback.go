@@ -67,7 +67,6 @@ func (l *Limiter) fallback(v *view, j *job, owner ring.Member, cause error, now 
 	res.Source, res.Owner, res.Err = SourceFallback, owner.Name, nil
 	res.Result = l.fallbackTake(v, j.mode, j.hash, j.limit, j.cost, now)
 	l.metrics.fellBack(j.mode)
-	l.metrics.observe(j.limit.Algorithm, res)
 	l.log.Debug("owner unreachable: fallback", "owner", owner.Name, "mode", j.mode.String(), "err", cause)
 }
 

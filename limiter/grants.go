@@ -71,7 +71,6 @@ func (l *Limiter) useGrant(ctx context.Context, v *view, j *job, owner ring.Memb
 	res.Result = bucket.Result{Allowed: out.Allowed, Limit: capacity, Remaining: out.Remaining,
 		ResetAfter: out.ResetAfter, RetryAfter: out.RetryAfter}
 	res.Source, res.Owner, res.Err = SourceGrant, owner.Name, nil
-	l.metrics.observe(j.limit.Algorithm, res)
 	return true
 }
 

@@ -249,6 +249,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		jobs[i].res = &out[i]
 	}
 	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
+	l.metrics.observeBatch(out, jobs)
 	return out, nil
 }
 
@@ -320,7 +321,6 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	if err != nil {
 		res.Err, res.Allowed = err, false
 	}
-	l.metrics.observe(j.limit.Algorithm, res)
 }
 
 // forward sends jobs to their owners, one concurrent call per owner, and
@@ -381,7 +381,6 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 			if res.Err != nil {
 				res.Allowed = false
 			}
-			l.metrics.observe(j.limit.Algorithm, res)
 		}
 		return
 	}
@@ -416,7 +415,6 @@ func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, ow
 		res := j.res
 		res.Result = bucket.Result{Limit: j.limit.Capacity()}
 		res.Source, res.Owner, res.Err = SourceOwner, owner.Name, ctxErr
-		l.metrics.observe(j.limit.Algorithm, res)
 		return
 	}
 	if hops > 0 {

@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice",
 		Name:      "checks_total",
-		Help:      "Decisions by algorithm and result (allowed, denied, error).",
+		Help:      "Checks and acquires answered to this node's callers, by algorithm and result (allowed, denied, error); checks forwarded here by other nodes are not counted again.",
 	}, []string{"algorithm", "result"})
 	for a := bucket.TokenBucket; a <= bucket.Concurrency; a++ {
 		for o, name := range []string{"allowed", "denied", "error"} {
@@ -87,16 +87,40 @@ func (m *metrics) fellBack(mode policy.FailureMode) {
 	}
 }
 
-// observe counts one decision.
-func (m *metrics) observe(a bucket.Algorithm, r *Result) {
-	o := outcomeAllowed
+// observeBatch counts the decisions of one Check call, adding to each
+// counter once rather than once per item.
+func (m *metrics) observeBatch(results []Result, jobs []job) {
+	var n [bucket.Concurrency + 1][3]int
+	for i := range results {
+		a := jobs[i].limit.Algorithm
+		if a > bucket.Concurrency {
+			continue
+		}
+		n[a][outcomeOf(&results[i])]++
+	}
+	for a := range n {
+		for o, c := range n[a] {
+			if c > 0 {
+				m.checks[a][o].Add(float64(c))
+			}
+		}
+	}
+}
+
+// outcomeOf classifies a result.
+func outcomeOf(r *Result) int {
 	switch {
 	case r.Err != nil:
-		o = outcomeError
+		return outcomeError
 	case !r.Allowed:
-		o = outcomeDenied
+		return outcomeDenied
 	}
+	return outcomeAllowed
+}
+
+// observe counts one decision.
+func (m *metrics) observe(a bucket.Algorithm, r *Result) {
 	if a <= bucket.Concurrency {
-		m.checks[a][o].Inc()
+		m.checks[a][outcomeOf(r)].Inc()
 	}
 }

@@ -133,19 +133,21 @@ func TestClusterConverges(t *testing.T) {
 	for _, size := range []int{3, 5} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			tc := newTestCluster(t, size)
-			ms := tc.nodes[0].Members()
-			if len(ms) != size {
-				t.Fatalf("members: %d, want %d", len(ms), size)
-			}
-			var share float64
-			for _, m := range ms {
-				if m.GRPCAddr == "" || m.State != "alive" {
-					t.Fatalf("member %+v lacks an address or is not alive", m)
+			for _, n := range tc.nodes {
+				ms := n.Members()
+				if len(ms) != size {
+					t.Fatalf("%s lists %d members, want %d", n.Name(), len(ms), size)
 				}
-				share += m.RingShare
-			}
-			if share < 0.999 || share > 1.001 {
-				t.Fatalf("ring shares sum to %f", share)
+				var share float64
+				for _, m := range ms {
+					if m.GRPCAddr == "" || m.State != "alive" {
+						t.Fatalf("%s: member %+v lacks an address or is not alive", n.Name(), m)
+					}
+					share += m.RingShare
+				}
+				if share < 0.999 || share > 1.001 {
+					t.Fatalf("%s: ring shares sum to %f", n.Name(), share)
+				}
 			}
 		})
 	}
