@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -24,7 +25,9 @@ import (
 )
 
 // Service is what the gRPC API needs from the limiter. (*limiter.Limiter
-// satisfies it.) Implementations must be safe for concurrent use.
+// satisfies it.) Implementations must be safe for concurrent use, and Check
+// must not keep reqs or out, nor write to them, after it returns: the gRPC
+// server reuses them for later calls.
 type Service interface {
 	Checker
 	Acquire(ctx context.Context, req limiter.AcquireRequest) (limiter.Lease, error)
@@ -80,9 +83,25 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	return &GRPC{Server: srv, Health: hs}, nil
 }
 
+// checkScratch is Check's per-call scratch, pooled per server.
+type checkScratch struct {
+	reqs []limiter.Request
+	res  []limiter.Result
+}
+
+// get returns n zero requests, with room for n results in sc.res.
+func (sc *checkScratch) get(n int) []limiter.Request {
+	if cap(sc.reqs) < n {
+		sc.reqs = make([]limiter.Request, n)
+		sc.res = make([]limiter.Result, 0, n)
+	}
+	return sc.reqs[:n]
+}
+
 // rateLimiterServer implements sluicev1.RateLimiterServer over a Service.
 type rateLimiterServer struct {
 	sluicev1.UnimplementedRateLimiterServer
+	scratch                          sync.Pool // of *checkScratch
 	svc                              Service
 	obsCheck, obsAcquire, obsRelease interface{ Observe(float64) }
 }
@@ -94,13 +113,24 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 	if len(items) > limiter.MaxItems {
 		return nil, invalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), limiter.MaxItems))
 	}
-	reqs := make([]limiter.Request, len(items))
+	// reqs and the limiter's results are scratch: the Service keeps
+	// neither after Check returns (see Service), so they are pooled.
+	sc, _ := s.scratch.Get().(*checkScratch)
+	if sc == nil {
+		sc = new(checkScratch)
+	}
+	defer func() {
+		clear(sc.reqs[:cap(sc.reqs)]) // pin no keys or errors in the pool
+		clear(sc.res[:cap(sc.res)])
+		s.scratch.Put(sc)
+	}()
+	reqs := sc.get(len(items))
 	for i, it := range items {
 		if err := fromProtoItem(&reqs[i], it.GetKey(), it.GetLimit(), it.GetPolicy(), it.Cost); err != nil {
 			return nil, invalidArgument(fmt.Sprintf("items[%d].%s", i, err.field), err.reason)
 		}
 	}
-	results, err := s.svc.Check(ctx, reqs, make([]limiter.Result, 0, len(reqs)))
+	results, err := s.svc.Check(ctx, reqs, sc.res[:0])
 	if err != nil {
 		return nil, grpcError("items", err)
 	}
