@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test bench proto proto-check lint tools clean image
+.PHONY: all build run test bench proto proto-check lint tools clean image e2e
 
 all: build
 
@@ -41,6 +41,10 @@ bench:
 image: build
 	@command -v docker >/dev/null || { echo "docker not found: make image needs Docker Engine" >&2; exit 1; }
 	docker build -t sluice:dev .
+
+## e2e: the end-to-end suite on real containers (needs Docker Engine)
+e2e: image
+	$(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e/
 
 ## tools: the pinned protoc plugins and linters, in bin/tools
 tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto $(TOOLS)/staticcheck

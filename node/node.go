@@ -89,12 +89,14 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if n.limiter, err = limiter.New(limiter.Config{
-		NodeName:     cfg.NodeName,
-		Clock:        cfg.Clock,
-		Store:        cfg.Store,
-		Ring:         cfg.Ring,
-		Peers:        n.peers,
-		FetchTimeout: cfg.PeerTimeout,
+		NodeName: cfg.NodeName,
+		Clock:    cfg.Clock,
+		Store:    cfg.Store,
+		Ring:     cfg.Ring,
+		Peers:    n.peers,
+		// A fetch from a previous owner happens inside a forwarded check:
+		// it must give up well before the forwarder's own peer deadline.
+		FetchTimeout: max(cfg.PeerTimeout/4, 10*time.Millisecond),
 		Grants:       cfg.Grants,
 		Policies:     set,
 		Registerer:   reg,
