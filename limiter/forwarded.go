@@ -2,7 +2,11 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"time"
+
+	"github.com/sluice-rl/sluice/ring"
 
 	"github.com/sluice-rl/sluice/store"
 )
@@ -58,8 +62,12 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 
 // AcceptHandoff merges states pushed by node from, their previous owner,
 // and records the partitions it has finished handing off. It returns how
-// many states the store refused (full).
-func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) int {
+// many states the store refused (full); a leaving node refuses them all
+// with ErrLeaving.
+func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
+	if l.leaving.Load() && len(entries) > 0 {
+		return len(entries), ErrLeaving
+	}
 	now := l.clock().UnixNano()
 	v := l.view.Load()
 	refused := 0
@@ -80,8 +88,13 @@ func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []stor
 	if refused > 0 {
 		l.log.Warn("handoff: states refused, store full", "from", from, "refused", refused)
 	}
-	return refused
+	return refused, nil
 }
+
+// SetLeaving marks this node as leaving the cluster: it refuses states
+// handed to it from now on (ErrLeaving), so that nodes leaving together
+// hand their keys to the nodes that stay.
+func (l *Limiter) SetLeaving() { l.leaving.Store(true) }
 
 // handoffBatch is how many states go in one Handoff call.
 const handoffBatch = 1000
@@ -100,6 +113,45 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 	if v == nil || v.ring == nil || l.peers == nil {
 		return 0, nil
 	}
+	// Owners that refuse because they are leaving too are taken out of the
+	// ring and the states go to the next owner, for a few rounds.
+	r := v.ring
+	moved := 0
+	var err error
+	for round := 0; round < 4; round++ {
+		var leaving []string
+		var n int
+		n, leaving, err = l.handOffTo(ctx, r)
+		moved += n
+		if len(leaving) == 0 || ctx.Err() != nil {
+			break
+		}
+		var keep []ring.Member
+		for _, m := range r.Members() {
+			if !slices.Contains(leaving, m.Name) {
+				keep = append(keep, m)
+			}
+		}
+		if len(keep) == 0 {
+			break
+		}
+		if r, err = ring.New(l.ringCfg, keep); err != nil {
+			break
+		}
+	}
+	if moved > 0 {
+		l.log.Info("handed off keys to their new owners", "states", moved)
+	}
+	return moved, err
+}
+
+// handOffTo is one round of HandOff with the owners of ring r. It returns
+// the states moved and the owners that refused because they are leaving.
+func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, error) {
+	owner := func(k uint64) (ring.Member, bool) {
+		m, ok := r.Owner(k)
+		return m, !ok || m.Name == l.name
+	}
 	type batch struct {
 		entries []store.Entry
 		keys    []uint64
@@ -111,10 +163,12 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 		if len(b.entries) == 0 || failed[name] != nil {
 			return
 		}
-		to, _ := v.ring.Member(name)
+		to, _ := r.Member(name)
 		if err := l.peers.Handoff(ctx, to, b.entries, nil); err != nil {
 			failed[name] = err
-			l.log.Warn("handoff to new owner failed; its keys stay here until fetched", "to", name, "err", err)
+			if !errors.Is(err, ErrLeaving) {
+				l.log.Warn("handoff to new owner failed; its keys stay here until fetched", "to", name, "err", err)
+			}
 			return
 		}
 		l.store.Delete(b.keys)
@@ -123,20 +177,20 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 		b.entries, b.keys = b.entries[:0], b.keys[:0]
 	}
 	notMine := func(k uint64) bool {
-		_, mine := v.owner(l.name, k)
+		_, mine := owner(k)
 		return !mine
 	}
 	l.store.Export(l.clock().UnixNano(), notMine, func(e store.Entry) bool {
-		owner, _ := v.owner(l.name, e.Key)
-		b := batches[owner.Name]
+		to, _ := owner(e.Key)
+		b := batches[to.Name]
 		if b == nil {
 			b = &batch{}
-			batches[owner.Name] = b
+			batches[to.Name] = b
 		}
 		b.entries = append(b.entries, e)
 		b.keys = append(b.keys, e.Key)
 		if len(b.entries) >= handoffBatch {
-			flush(owner.Name, b)
+			flush(to.Name, b)
 		}
 		return ctx.Err() == nil
 	})
@@ -144,27 +198,30 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 		flush(name, b)
 	}
 	if err := ctx.Err(); err != nil {
-		return moved, err
+		return moved, nil, err
 	}
 	// Tell every owner which partitions this node has finished with.
 	done := map[string][]int{}
-	for p := 0; p < v.ring.PartitionCount(); p++ {
-		if m, ok := v.ring.PartitionOwner(p); ok && m.Name != l.name && failed[m.Name] == nil {
+	for p := 0; p < r.PartitionCount(); p++ {
+		if m, ok := r.PartitionOwner(p); ok && m.Name != l.name && failed[m.Name] == nil {
 			done[m.Name] = append(done[m.Name], p)
 		}
 	}
 	for name, parts := range done {
-		to, _ := v.ring.Member(name)
+		to, _ := r.Member(name)
 		if err := l.peers.Handoff(ctx, to, nil, parts); err != nil {
 			failed[name] = err
 			l.log.Warn("handoff: could not confirm partitions", "to", name, "err", err)
 		}
 	}
-	if moved > 0 {
-		l.log.Info("handed off keys to their new owners", "states", moved, "owners", len(batches))
+	var leaving []string
+	var err error
+	for name, e := range failed {
+		if errors.Is(e, ErrLeaving) {
+			leaving = append(leaving, name)
+		} else {
+			err = ErrPeerUnavailable
+		}
 	}
-	if len(failed) > 0 {
-		return moved, ErrPeerUnavailable
-	}
-	return moved, nil
+	return moved, leaving, err
 }

@@ -68,6 +68,7 @@ type Limiter struct {
 	recent       recentDone
 	fetches      singleflight.Group
 	handoffMu    sync.Mutex // serializes HandOff
+	leaving      atomic.Bool
 	grants       *grant.Holder
 	metrics      *metrics
 }

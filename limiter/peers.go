@@ -13,6 +13,10 @@ import (
 // ErrPeerUnavailable marks a failure to reach a key's owner.
 var ErrPeerUnavailable = errors.New("limiter: owner unavailable")
 
+// ErrLeaving marks a handoff refused because the receiving node is
+// leaving the cluster too: the sender hands the states to the next owner.
+var ErrLeaving = errors.New("limiter: node is leaving")
+
 // Forwarded is one check sent to a key's owner: the key's identity hash,
 // its resolved limit and the cost. The owner needs nothing else.
 type Forwarded struct {

@@ -278,3 +278,30 @@ func TestClusterJoinKeepsCounters(t *testing.T) {
 		t.Fatalf("the new node took %d of %d keys, want about a quarter", taken, len(ks))
 	}
 }
+
+// Two nodes that leave at the same time hand their keys to the nodes that
+// stay, not to each other.
+func TestClusterTwoLeaveTogether(t *testing.T) {
+	tc := newTestCluster(t, 5)
+	lim := client.Limit{Limit: 100, Period: time.Hour}
+	ks := keys(80)
+	byOwner := spend(t, newClient(t, tc.nodes[0].GRPCAddr()), ks, lim)
+	a, b := tc.nodes[3].Name(), tc.nodes[4].Name()
+	if len(byOwner[a])+len(byOwner[b]) == 0 {
+		t.Fatalf("the leaving nodes own none of the keys: %v", byOwner)
+	}
+	var wg sync.WaitGroup
+	for _, name := range []string{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); tc.stops[name]() }()
+	}
+	wg.Wait()
+	tc.nodes = tc.nodes[:3]
+	tc.waitConverged()
+	c := newClient(t, tc.nodes[0].GRPCAddr())
+	for _, k := range ks {
+		if res := ownerOf(t, c, k, lim); res.Remaining != 40 {
+			t.Errorf("%s on %s: remaining %d after two nodes left, want 40", k, res.Owner, res.Remaining)
+		}
+	}
+}

@@ -739,6 +739,9 @@ func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []stor
 		resp, err := p.rpc.Handoff(rctx, req)
 		p.br.record(tk, directOutcome(ctx, rctx, err))
 		cancel()
+		if status.Code(err) == codes.FailedPrecondition {
+			return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, p.name, limiter.ErrLeaving)
+		}
 		if err != nil {
 			return p.callErr(ctx, peerHandoff, err)
 		}

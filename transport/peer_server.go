@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,7 +25,7 @@ type PeerService interface {
 	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64)
 	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool)
 	FetchMoved(ctx context.Context, from string, hashes []uint64) []store.Entry
-	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) int
+	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 }
 
 var _ PeerService = (*limiter.Limiter)(nil)
@@ -278,6 +279,13 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 	if len(entries) == 0 && len(done) == 0 {
 		return &sluicev1.HandoffResponse{}, nil
 	}
-	refused := s.svc.AcceptHandoff(ctx, req.GetFrom(), entries, done)
+	refused, err := s.svc.AcceptHandoff(ctx, req.GetFrom(), entries, done)
+	if errors.Is(err, limiter.ErrLeaving) {
+		// This node is leaving too: the sender must pick the next owner.
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	return &sluicev1.HandoffResponse{Refused: int32(min(refused, len(entries)))}, nil
 }

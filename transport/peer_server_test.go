@@ -116,7 +116,7 @@ func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) [
 	return f.st.Extract(now(), hashes)
 }
 
-func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) int {
+func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) (int, error) {
 	f.mu.Lock()
 	f.lastFrom = from
 	f.handoffs = append(f.handoffs, fakeHandoff{entries, done})
@@ -127,7 +127,7 @@ func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store
 			refused++
 		}
 	}
-	return refused
+	return refused, nil
 }
 
 // checkStats returns the number of Check RPCs and items the fake saw.
