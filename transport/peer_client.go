@@ -458,15 +458,8 @@ func (c *PeerClient) Check(ctx context.Context, to ring.Member, hops int, items 
 // circuit is open.
 func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCall, _ int) {
 	callers := callersDeadline(ctx, calls)
-	live, n := dropAbandoned(calls)
-	if len(live) == 0 {
-		return
-	}
-	tk, ok := p.br.allow()
+	live, n, tk, ok := admitBatch(p, calls)
 	if !ok {
-		for _, pc := range live {
-			pc.fail(p.circuitErr)
-		}
 		return
 	}
 	// One allocation each for the items, their limits and their pointers.
@@ -505,6 +498,26 @@ func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCal
 			pc.done <- nil // pc may be reused from here on
 		}
 	}
+}
+
+// admitBatch is the start of every batched flush: it drops the calls whose
+// callers left, then asks p's circuit breaker for one RPC. It reports false
+// when there is nothing to send or the circuit is open (the live calls have
+// then failed with the circuit error).
+func admitBatch[I, O any](p *peerConn, calls []*pendingCall[I, O]) ([]*pendingCall[I, O], int, breakerTicket, bool) {
+	live, n := dropAbandoned(calls)
+	if len(live) == 0 {
+		var none breakerTicket
+		return nil, 0, none, false
+	}
+	tk, ok := p.br.allow()
+	if !ok {
+		for _, pc := range live {
+			pc.fail(p.circuitErr)
+		}
+		return nil, 0, tk, false
+	}
+	return live, n, tk, true
 }
 
 // dropAbandoned filters, in place, the calls whose callers left while they
@@ -618,15 +631,8 @@ func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint6
 // circuit is open.
 func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 	callers := callersDeadline(ctx, calls)
-	live, n := dropAbandoned(calls)
-	if len(live) == 0 {
-		return
-	}
-	tk, ok := p.br.allow()
+	live, n, tk, ok := admitBatch(p, calls)
 	if !ok {
-		for _, pc := range live {
-			pc.fail(p.circuitErr)
-		}
 		return
 	}
 	hashes := make([]uint64, 0, n)

@@ -141,42 +141,65 @@ func printResult(w io.Writer, asJSON bool, key string, r client.Result, read boo
 	return nil
 }
 
-// runCheck spends units; exit 0 allowed, 1 denied, 2 error.
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+// keyCommand is a parsed `sluice check` or `sluice usage`: one KEY, the
+// limit flags, and a client dialled to the given nodes.
+type keyCommand struct {
+	key    string
+	flags  limitFlags
+	limit  client.Limit
+	client *client.Client
+}
+
+// parseKeyCommand parses a command that takes one KEY and the limit flags
+// (extra adds the command's own flags) and dials the nodes. The caller
+// closes kc.client.
+func parseKeyCommand(name, usage string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*keyCommand, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice check [--addr HOST:PORT] KEY (--limit N --period D [--burst N] [--algorithm A] | --policy P) [--cost N] [--json]")
+		fmt.Fprintln(stderr, usage)
 		fs.PrintDefaults()
 	}
-	var lf limitFlags
-	lf.register(fs)
-	cost := fs.Int64("cost", 1, "units to spend")
+	kc := &keyCommand{}
+	kc.flags.register(fs)
+	if extra != nil {
+		extra(fs)
+	}
 	describeEnv(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("want exactly one KEY, got %d arguments", len(pos))
+		return nil, fmt.Errorf("want exactly one KEY, got %d arguments", len(pos))
 	}
+	kc.key = pos[0]
+	if kc.limit, err = kc.flags.clientLimit(); err != nil {
+		return nil, err
+	}
+	if kc.client, err = kc.flags.dial(); err != nil {
+		return nil, err
+	}
+	return kc, nil
+}
+
+// runCheck spends units; exit 0 allowed, 1 denied, 2 error.
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cost *int64
+	kc, err := parseKeyCommand("check", "Usage: sluice check [--addr HOST:PORT] KEY (--limit N --period D [--burst N] [--algorithm A] | --policy P) [--cost N] [--json]",
+		args, stderr, func(fs *flag.FlagSet) { cost = fs.Int64("cost", 1, "units to spend") })
+	if err != nil {
+		return err
+	}
+	defer kc.client.Close()
 	if *cost <= 0 {
 		return errors.New("--cost: must be > 0 (use 'sluice usage' to read without spending)")
 	}
-	l, err := lf.clientLimit()
+	res, err := kc.client.Check(ctx, client.Item{Key: kc.key, Policy: kc.flags.policy, Limit: kc.limit, Cost: *cost})
 	if err != nil {
 		return err
 	}
-	c, err := lf.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	res, err := c.Check(ctx, client.Item{Key: pos[0], Policy: lf.policy, Limit: l, Cost: *cost})
-	if err != nil {
-		return err
-	}
-	if err := printResult(stdout, lf.asJSON, pos[0], res[0], false); err != nil {
+	if err := printResult(stdout, kc.flags.asJSON, kc.key, res[0], false); err != nil {
 		return err
 	}
 	if res[0].Err != nil {
@@ -190,36 +213,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // runUsage reads usage without spending.
 func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("usage", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sluice usage [--addr HOST:PORT] KEY (--limit N --period D | --policy P) [--json]")
-		fs.PrintDefaults()
-	}
-	var lf limitFlags
-	lf.register(fs)
-	describeEnv(fs)
-	pos, err := parseInterleaved(fs, args)
+	kc, err := parseKeyCommand("usage", "Usage: sluice usage [--addr HOST:PORT] KEY (--limit N --period D | --policy P) [--json]",
+		args, stderr, nil)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return fmt.Errorf("want exactly one KEY, got %d arguments", len(pos))
-	}
-	l, err := lf.clientLimit()
+	defer kc.client.Close()
+	res, err := kc.client.Usage(ctx, kc.key, kc.flags.policy, kc.limit)
 	if err != nil {
 		return err
 	}
-	c, err := lf.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	res, err := c.Usage(ctx, pos[0], lf.policy, l)
-	if err != nil {
-		return err
-	}
-	if err := printResult(stdout, lf.asJSON, pos[0], res, true); err != nil {
+	if err := printResult(stdout, kc.flags.asJSON, kc.key, res, true); err != nil {
 		return err
 	}
 	return res.Err
