@@ -180,6 +180,18 @@ func (p *pending) finish(from string, partitions []int) {
 	}
 }
 
+// reopen undoes finish for partitions whose states this node has just
+// handed to from: from is no longer done with them.
+func (p *pending) reopen(from string, partitions []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, i := range partitions {
+		if i >= 0 && i < len(p.from) && p.from[i] == from {
+			p.done[i] = false
+		}
+	}
+}
+
 // giveUp records that from cannot be reached: its keys start afresh here.
 func (p *pending) giveUp(from string) {
 	p.mu.Lock()
@@ -205,6 +217,20 @@ func (r *recentDone) record(from string, partitions []int) {
 	now := time.Now()
 	for _, p := range partitions {
 		r.from[p], r.at[p] = from, now
+	}
+}
+
+// forget drops the records that from is done with partitions: this node
+// has just handed states of those partitions to from, so from is no
+// longer done with them if the partitions come back here.
+func (r *recentDone) forget(from string, partitions []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range partitions {
+		if r.from[p] == from {
+			delete(r.from, p)
+			delete(r.at, p)
+		}
 	}
 }
 

@@ -65,6 +65,10 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 // many states the store refused (full); a leaving node refuses them all
 // with ErrLeaving.
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
+	// Imports and SetLeaving exclude each other, so a state accepted here
+	// is in the store before this node's final HandOff exports it.
+	l.accepting.RLock()
+	defer l.accepting.RUnlock()
 	if l.leaving.Load() && len(entries) > 0 {
 		return len(entries), ErrLeaving
 	}
@@ -94,7 +98,12 @@ func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []stor
 // SetLeaving marks this node as leaving the cluster: it refuses states
 // handed to it from now on (ErrLeaving), so that nodes leaving together
 // hand their keys to the nodes that stay.
-func (l *Limiter) SetLeaving() { l.leaving.Store(true) }
+// It returns once the handoffs being accepted have been stored.
+func (l *Limiter) SetLeaving() {
+	l.accepting.Lock()
+	l.leaving.Store(true)
+	l.accepting.Unlock()
+}
 
 // handoffBatch is how many states go in one Handoff call.
 const handoffBatch = 1000
@@ -172,6 +181,14 @@ func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, e
 			return
 		}
 		l.store.Delete(b.keys)
+		parts := make([]int, len(b.keys))
+		for i, k := range b.keys {
+			parts[i] = r.Partition(k)
+		}
+		l.recent.forget(name, parts)
+		if v := l.view.Load(); v != nil && v.pending != nil {
+			v.pending.reopen(name, parts)
+		}
 		moved += len(b.keys)
 		l.metrics.handedOff.Add(float64(len(b.keys)))
 		b.entries, b.keys = b.entries[:0], b.keys[:0]

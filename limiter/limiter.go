@@ -69,6 +69,7 @@ type Limiter struct {
 	fetches      singleflight.Group
 	handoffMu    sync.Mutex // serializes HandOff
 	leaving      atomic.Bool
+	accepting    sync.RWMutex // AcceptHandoff (read) against SetLeaving (write)
 	grants       *grant.Holder
 	metrics      *metrics
 }

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,7 +302,13 @@ func TestClusterTwoLeaveTogether(t *testing.T) {
 	c := newClient(t, tc.nodes[0].GRPCAddr())
 	for _, k := range ks {
 		if res := ownerOf(t, c, k, lim); res.Remaining != 40 {
-			t.Errorf("%s on %s: remaining %d after two nodes left, want 40", k, res.Owner, res.Remaining)
+			was := ""
+			for o, owned := range byOwner {
+				if slices.Contains(owned, k) {
+					was = o
+				}
+			}
+			t.Errorf("%s (was on %s) on %s: remaining %d after two nodes left, want 40", k, was, res.Owner, res.Remaining)
 		}
 	}
 }
