@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/grant"
+	"github.com/sluice-rl/sluice/internal/identity"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
@@ -188,34 +188,19 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 	if r.Cost > out.limit.Capacity() {
 		return out, &FieldError{i, "cost", fmt.Sprintf("%d exceeds the limit's capacity %d", r.Cost, out.limit.Capacity()), ErrInvalid}
 	}
-	out.hash = identity(&out, r.Key)
+	out.hash = bucketIdentity(&out, r.Key)
 	return out, nil
 }
 
-// identity hashes what makes a bucket: the algorithm, the policy name (or,
+// bucketIdentity hashes what makes a bucket: the algorithm, the policy name (or,
 // for an inline limit, its period) and the key. Two checks share state
 // exactly when these agree, so one key can carry layered limits (10/s and
 // 1000/h) while a changed limit number keeps the state it had.
-func identity(r *resolved, key string) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	var head [11]byte
-	head[0] = byte(r.limit.Algorithm)
+func bucketIdentity(r *resolved, key string) uint64 {
 	if r.policy != "" {
-		head[1] = 'p'
-		_, _ = d.Write(head[:2])
-		_, _ = d.WriteString(r.policy)
-		_, _ = d.Write(head[10:11]) // a zero separator
-	} else {
-		head[1] = 'i'
-		p := uint64(r.limit.Period)
-		for b := 0; b < 8; b++ {
-			head[2+b] = byte(p >> (8 * b))
-		}
-		_, _ = d.Write(head[:11])
+		return identity.Policy(uint8(r.limit.Algorithm), r.policy, key)
 	}
-	_, _ = d.WriteString(key)
-	return d.Sum64()
+	return identity.Inline(uint8(r.limit.Algorithm), r.limit.Period, key)
 }
 
 // Check decides a batch of requests. Every item is validated before any is
