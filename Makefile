@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test bench proto proto-check lint tools clean image e2e
+.PHONY: all build run test bench bench-compare proto proto-check lint tools clean image e2e
 
 all: build
 
@@ -37,6 +37,14 @@ bench:
 	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 100000x ./node/
 	$(GO) test -run '^$$' -bench 'OwnerLoss' -benchtime 1x ./node/
 
+## bench-compare: Sluice (3 nodes) vs Redis + Lua vs a bare gRPC echo on loopback, in one run;
+## rewrites its section of docs/benchmarks.md (installs redis-server if missing).
+## BENCH_FLAGS passes flags, e.g. make bench-compare BENCH_FLAGS='--quick --keys-e 200000'
+BENCH_FLAGS    ?=
+bench-compare: build
+	$(GO) build -o $(BIN)/benchcompare ./internal/benchcompare
+	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice $(BENCH_FLAGS)
+
 ## image: the FROM scratch container image sluice:dev around the static binary
 image: build
 	@command -v docker >/dev/null || { echo "docker not found: make image needs Docker Engine" >&2; exit 1; }
@@ -59,7 +67,7 @@ $(TOOLS)/staticcheck:
 
 # VTPROTO_POOL: the hot Check messages that get vtprotobuf memory pools.
 SLUICEV1       := github.com/sluice-rl/sluice/proto/sluice/v1
-VTPROTO_POOL   := CheckRequest CheckItem CheckResponse CheckResult \
+VTPROTO_POOL   := CheckRequest CheckItem CheckResponse CheckResult CheckStreamRequest CheckStreamResponse \
 	PeerCheckRequest PeerItem PeerCheckResponse PeerResult
 
 ## proto: regenerate the committed protobuf code (needs protoc: apt-get install protobuf-compiler)

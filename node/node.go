@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/version"
 	"github.com/sluice-rl/sluice/limiter"
@@ -136,7 +137,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	transport.RegisterPeer(n.grpc.Server, n.limiter, cfg.NodeName, pm)
-	transport.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members)
+	transport.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
 	n.http = &http.Server{
 		Handler: transport.NewHTTPHandler(transport.HTTPConfig{
 			Checker:  n.limiter,
@@ -215,6 +216,18 @@ func (n *Node) members() []transport.MemberInfo {
 			State: m.State.String(), Version: m.Version, RingShare: shares[m.Name]})
 	}
 	return out
+}
+
+// topology tells clients how to compute owners (the Membership API).
+func (n *Node) topology() transport.Topology {
+	set := n.limiter.Policies()
+	pols := make(map[string]bucket.Algorithm, set.Len())
+	for _, name := range set.Names() {
+		if p, ok := set.Lookup(name); ok {
+			pols[name] = p.Limit.Algorithm
+		}
+	}
+	return transport.Topology{Ring: n.cfg.Ring.WithDefaults(), Policies: pols}
 }
 
 // Name returns the node's name.
@@ -395,6 +408,7 @@ func (n *Node) shutdown() error {
 	if err := n.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("node: http shutdown: %w", err))
 	}
+	n.grpc.DrainStreams()
 	done := make(chan struct{})
 	go func() {
 		n.grpc.Server.GracefulStop()

@@ -66,8 +66,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults returns c with zero fields replaced by their defaults.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with zero fields replaced by their defaults.
+func (c Config) WithDefaults() Config {
 	if c.PartitionCount == 0 {
 		c.PartitionCount = DefaultPartitionCount
 	}

@@ -38,7 +38,7 @@ func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
 // more members than partitions (ErrInvalidConfig). An empty list gives a Ring
 // with no members, whose Owner and PartitionOwner report ok=false.
 func New(cfg Config, members []Member) (*Ring, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

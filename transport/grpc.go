@@ -52,7 +52,14 @@ type GRPC struct {
 	Server *grpc.Server
 	// Health is the health service; the node flips it to NOT_SERVING on shutdown.
 	Health *health.Server
+
+	drain context.CancelFunc
 }
+
+// DrainStreams asks every client with an open CheckStream, and every
+// client that opens one later, to close it (see CheckStreamResponse.drain).
+// Call it before Server.GracefulStop, which waits for streams to end.
+func (g *GRPC) DrainStreams() { g.drain() }
 
 // NewGRPC builds the gRPC server.
 func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
@@ -69,10 +76,12 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	// The vtprotobuf codec first, so that cfg.ServerOptions can override it.
 	opts := append([]grpc.ServerOption{codec.ServerOption()}, cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
-	api := &rateLimiterServer{svc: cfg.Service,
+	drainCtx, drain := context.WithCancel(context.Background())
+	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx,
 		obsCheck:   m.observer("grpc", "Check"),
 		obsAcquire: m.observer("grpc", "Acquire"),
 		obsRelease: m.observer("grpc", "Release"),
+		obsStream:  m.observer("grpc", "CheckStream"),
 	}
 	sluicev1.RegisterRateLimiterServer(srv, api)
 	hs := health.NewServer()
@@ -80,13 +89,14 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	reflection.Register(srv)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(sluicev1.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	return &GRPC{Server: srv, Health: hs}, nil
+	return &GRPC{Server: srv, Health: hs, drain: drain}, nil
 }
 
 // checkScratch is Check's per-call scratch, pooled per server.
 type checkScratch struct {
 	reqs []limiter.Request
 	res  []limiter.Result
+	idx  []int // CheckStream: the message item of each request
 }
 
 // get returns n zero requests, with room for n results in sc.res.
@@ -94,6 +104,7 @@ func (sc *checkScratch) get(n int) []limiter.Request {
 	if cap(sc.reqs) < n {
 		sc.reqs = make([]limiter.Request, n)
 		sc.res = make([]limiter.Result, 0, n)
+		sc.idx = make([]int, 0, n)
 	}
 	return sc.reqs[:n]
 }
@@ -104,6 +115,9 @@ type rateLimiterServer struct {
 	scratch                          sync.Pool // of *checkScratch
 	svc                              Service
 	obsCheck, obsAcquire, obsRelease interface{ Observe(float64) }
+	obsStream                        interface{ Observe(float64) }
+	// drain ends when the server asks CheckStream clients to go away.
+	drain context.Context
 }
 
 func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluicev1.CheckResponse, error) {
@@ -139,18 +153,8 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 	durs := make([]durationpb.Duration, 2*len(results))
 	resp := &sluicev1.CheckResponse{Results: make([]*sluicev1.CheckResult, len(results))}
 	for i := range results {
-		r := &results[i]
 		o := &out[i]
-		o.Allowed = r.Allowed
-		o.Limit = r.Limit
-		o.Remaining = r.Remaining
-		o.ResetAfter = setDuration(&durs[2*i], r.ResetAfter)
-		o.RetryAfter = setDuration(&durs[2*i+1], r.RetryAfter)
-		o.Source = toProtoSource(r.Source)
-		o.Owner = r.Owner
-		if r.Err != nil {
-			o.Error = &sluicev1.ItemError{Code: int32(itemCode(r.Err)), Message: r.Err.Error()}
-		}
+		fillResult(o, durs[2*i:], &results[i])
 		resp.Results[i] = o
 	}
 	return resp, nil

@@ -5,6 +5,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/ring"
+
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -18,15 +21,28 @@ type MemberInfo struct {
 // for concurrent use.
 type MembersFunc func() []MemberInfo
 
+// Topology is what a client needs, besides the members, to compute each
+// key's owner as the nodes do: the ring's configuration and the algorithm
+// of each policy (a bucket's identity includes it).
+type Topology struct {
+	Ring     ring.Config
+	Policies map[string]bucket.Algorithm
+}
+
+// TopologyFunc returns the current Topology. It must be safe for concurrent
+// use.
+type TopologyFunc func() Topology
+
 // RegisterMembership registers sluice.v1.Membership on s.
-func RegisterMembership(s *grpc.Server, self string, members MembersFunc) {
-	sluicev1.RegisterMembershipServer(s, &membershipServer{self: self, members: members})
+func RegisterMembership(s *grpc.Server, self string, members MembersFunc, topology TopologyFunc) {
+	sluicev1.RegisterMembershipServer(s, &membershipServer{self: self, members: members, topology: topology})
 }
 
 type membershipServer struct {
 	sluicev1.UnimplementedMembershipServer
-	self    string
-	members MembersFunc
+	self     string
+	members  MembersFunc
+	topology TopologyFunc
 }
 
 func (m *membershipServer) Members(context.Context, *sluicev1.MembersRequest) (*sluicev1.MembersResponse, error) {
@@ -35,6 +51,15 @@ func (m *membershipServer) Members(context.Context, *sluicev1.MembersRequest) (*
 	for i, mi := range ms {
 		resp.Members[i] = &sluicev1.Member{Name: mi.Name, GossipAddr: mi.GossipAddr, GrpcAddr: mi.GRPCAddr,
 			State: mi.State, RingShare: mi.RingShare, Version: mi.Version}
+	}
+	if m.topology != nil {
+		t := m.topology()
+		resp.Ring = &sluicev1.RingConfig{PartitionCount: int32(t.Ring.PartitionCount),
+			ReplicationFactor: int32(t.Ring.ReplicationFactor), Load: t.Ring.Load}
+		resp.Policies = make(map[string]sluicev1.Algorithm, len(t.Policies))
+		for name, alg := range t.Policies {
+			resp.Policies[name] = sluicev1.Algorithm(alg)
+		}
 	}
 	return resp, nil
 }

@@ -436,8 +436,11 @@ func (x *CheckRequest) GetItems() []*CheckItem {
 type ItemError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A google.rpc.Code value, e.g. 8 (RESOURCE_EXHAUSTED).
-	Code          int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// For INVALID_ARGUMENT (CheckStream only): the offending field of the
+	// item, e.g. "limit.period"; message then says what is wrong with it.
+	Field         string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -482,6 +485,13 @@ func (x *ItemError) GetCode() int32 {
 func (x *ItemError) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *ItemError) GetField() string {
+	if x != nil {
+		return x.Field
 	}
 	return ""
 }
@@ -637,6 +647,126 @@ func (x *CheckResponse) GetResults() []*CheckResult {
 	return nil
 }
 
+type CheckStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; the response carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// At most 1000 items.
+	Items         []*CheckItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamRequest) Reset() {
+	*x = CheckStreamRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamRequest) ProtoMessage() {}
+
+func (x *CheckStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamRequest.ProtoReflect.Descriptor instead.
+func (*CheckStreamRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CheckStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamRequest) GetItems() []*CheckItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type CheckStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// One result per item, in request order.
+	Results []*CheckResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	// Set, on a message of its own with no results, when the node is shutting
+	// down: the client should send nothing more on this stream and close its
+	// side (other nodes answer for the keys meanwhile). The node answers every
+	// message it received before it ends the stream, so a batch that got no
+	// answer was not applied and may be sent again elsewhere.
+	Drain         bool `protobuf:"varint,3,opt,name=drain,proto3" json:"drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamResponse) Reset() {
+	*x = CheckStreamResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamResponse) ProtoMessage() {}
+
+func (x *CheckStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamResponse.ProtoReflect.Descriptor instead.
+func (*CheckStreamResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CheckStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamResponse) GetResults() []*CheckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *CheckStreamResponse) GetDrain() bool {
+	if x != nil {
+		return x.Drain
+	}
+	return false
+}
+
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -655,7 +785,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +797,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +810,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcquireRequest) GetKey() string {
@@ -766,7 +896,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +908,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +921,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AcquireResponse) GetAllowed() bool {
@@ -866,7 +996,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1008,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1021,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GrantRequest) GetKey() string {
@@ -968,7 +1098,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1110,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1123,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GrantResponse) GetGranted() int64 {
@@ -1060,7 +1190,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1202,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1215,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseRequest) GetKey() string {
@@ -1154,7 +1284,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1296,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1309,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseResponse) GetReleased() bool {
@@ -1204,7 +1334,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1346,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1359,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
 }
 
 type Member struct {
@@ -1250,7 +1380,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1392,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1405,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Member) GetName() string {
@@ -1320,18 +1450,85 @@ func (x *Member) GetVersion() string {
 	return ""
 }
 
+// RingConfig is how the cluster's consistent-hash ring is built, so that a
+// client can compute each key's owner as the nodes do.
+type RingConfig struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	PartitionCount    int32                  `protobuf:"varint,1,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	ReplicationFactor int32                  `protobuf:"varint,2,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	Load              float64                `protobuf:"fixed64,3,opt,name=load,proto3" json:"load,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RingConfig) Reset() {
+	*x = RingConfig{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RingConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RingConfig) ProtoMessage() {}
+
+func (x *RingConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RingConfig.ProtoReflect.Descriptor instead.
+func (*RingConfig) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RingConfig) GetPartitionCount() int32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *RingConfig) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *RingConfig) GetLoad() float64 {
+	if x != nil {
+		return x.Load
+	}
+	return 0
+}
+
 type MembersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The answering node's name.
-	Node          string    `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Members       []*Member `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	Node    string    `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Members []*Member `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// The ring's configuration (the same on every node).
+	Ring *RingConfig `protobuf:"bytes,3,opt,name=ring,proto3" json:"ring,omitempty"`
+	// The algorithm of each configured policy, by name: a key's owner
+	// depends on it (see the Go client's routing).
+	Policies      map[string]Algorithm `protobuf:"bytes,4,rep,name=policies,proto3" json:"policies,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=sluice.v1.Algorithm"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1540,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1553,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MembersResponse) GetNode() string {
@@ -1369,6 +1566,20 @@ func (x *MembersResponse) GetNode() string {
 func (x *MembersResponse) GetMembers() []*Member {
 	if x != nil {
 		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetRing() *RingConfig {
+	if x != nil {
+		return x.Ring
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetPolicies() map[string]Algorithm {
+	if x != nil {
+		return x.Policies
 	}
 	return nil
 }
@@ -1392,10 +1603,11 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04specB\a\n" +
 	"\x05_cost\":\n" +
 	"\fCheckRequest\x12*\n" +
-	"\x05items\x18\x01 \x03(\v2\x14.sluice.v1.CheckItemR\x05items\"9\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.sluice.v1.CheckItemR\x05items\"O\n" +
 	"\tItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xc0\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
+	"\x05field\x18\x03 \x01(\tR\x05field\"\xc0\x02\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1408,7 +1620,14 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x05owner\x18\a \x01(\tR\x05owner\x12*\n" +
 	"\x05error\x18\b \x01(\v2\x14.sluice.v1.ItemErrorR\x05error\"A\n" +
 	"\rCheckResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.sluice.v1.CheckResultR\aresults\"\xbd\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.sluice.v1.CheckResultR\aresults\"P\n" +
+	"\x12CheckStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
+	"\x05items\x18\x02 \x03(\v2\x14.sluice.v1.CheckItemR\x05items\"m\n" +
+	"\x13CheckStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x120\n" +
+	"\aresults\x18\x02 \x03(\v2\x16.sluice.v1.CheckResultR\aresults\x12\x14\n" +
+	"\x05drain\x18\x03 \x01(\bR\x05drain\"\xbd\x01\n" +
 	"\x0eAcquireRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
 	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
@@ -1461,10 +1680,20 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1d\n" +
 	"\n" +
 	"ring_share\x18\x05 \x01(\x01R\tringShare\x12\x18\n" +
-	"\aversion\x18\x06 \x01(\tR\aversion\"R\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\"x\n" +
+	"\n" +
+	"RingConfig\x12'\n" +
+	"\x0fpartition_count\x18\x01 \x01(\x05R\x0epartitionCount\x12-\n" +
+	"\x12replication_factor\x18\x02 \x01(\x05R\x11replicationFactor\x12\x12\n" +
+	"\x04load\x18\x03 \x01(\x01R\x04load\"\x96\x02\n" +
 	"\x0fMembersResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12+\n" +
-	"\amembers\x18\x02 \x03(\v2\x11.sluice.v1.MemberR\amembers*\xb2\x01\n" +
+	"\amembers\x18\x02 \x03(\v2\x11.sluice.v1.MemberR\amembers\x12)\n" +
+	"\x04ring\x18\x03 \x01(\v2\x15.sluice.v1.RingConfigR\x04ring\x12D\n" +
+	"\bpolicies\x18\x04 \x03(\v2(.sluice.v1.MembersResponse.PoliciesEntryR\bpolicies\x1aQ\n" +
+	"\rPoliciesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\x05value:\x028\x01*\xb2\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1c\n" +
@@ -1481,12 +1710,13 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSOURCE_OWNER\x10\x01\x12\x10\n" +
 	"\fSOURCE_GRANT\x10\x02\x12\x13\n" +
-	"\x0fSOURCE_FALLBACK\x10\x032\x89\x02\n" +
+	"\x0fSOURCE_FALLBACK\x10\x032\xdb\x02\n" +
 	"\vRateLimiter\x12:\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x18.sluice.v1.CheckResponse\x12@\n" +
 	"\aAcquire\x12\x19.sluice.v1.AcquireRequest\x1a\x1a.sluice.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse\x12:\n" +
-	"\x05Grant\x12\x17.sluice.v1.GrantRequest\x1a\x18.sluice.v1.GrantResponse2N\n" +
+	"\x05Grant\x12\x17.sluice.v1.GrantRequest\x1a\x18.sluice.v1.GrantResponse\x12P\n" +
+	"\vCheckStream\x12\x1d.sluice.v1.CheckStreamRequest\x1a\x1e.sluice.v1.CheckStreamResponse(\x010\x012N\n" +
 	"\n" +
 	"Membership\x12@\n" +
 	"\aMembers\x12\x19.sluice.v1.MembersRequest\x1a\x1a.sluice.v1.MembersResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
@@ -1504,7 +1734,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: sluice.v1.Algorithm
 	(FailureMode)(0),            // 1: sluice.v1.FailureMode
@@ -1515,54 +1745,65 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*ItemError)(nil),           // 6: sluice.v1.ItemError
 	(*CheckResult)(nil),         // 7: sluice.v1.CheckResult
 	(*CheckResponse)(nil),       // 8: sluice.v1.CheckResponse
-	(*AcquireRequest)(nil),      // 9: sluice.v1.AcquireRequest
-	(*AcquireResponse)(nil),     // 10: sluice.v1.AcquireResponse
-	(*GrantRequest)(nil),        // 11: sluice.v1.GrantRequest
-	(*GrantResponse)(nil),       // 12: sluice.v1.GrantResponse
-	(*ReleaseRequest)(nil),      // 13: sluice.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),     // 14: sluice.v1.ReleaseResponse
-	(*MembersRequest)(nil),      // 15: sluice.v1.MembersRequest
-	(*Member)(nil),              // 16: sluice.v1.Member
-	(*MembersResponse)(nil),     // 17: sluice.v1.MembersResponse
-	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
+	(*CheckStreamRequest)(nil),  // 9: sluice.v1.CheckStreamRequest
+	(*CheckStreamResponse)(nil), // 10: sluice.v1.CheckStreamResponse
+	(*AcquireRequest)(nil),      // 11: sluice.v1.AcquireRequest
+	(*AcquireResponse)(nil),     // 12: sluice.v1.AcquireResponse
+	(*GrantRequest)(nil),        // 13: sluice.v1.GrantRequest
+	(*GrantResponse)(nil),       // 14: sluice.v1.GrantResponse
+	(*ReleaseRequest)(nil),      // 15: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 16: sluice.v1.ReleaseResponse
+	(*MembersRequest)(nil),      // 17: sluice.v1.MembersRequest
+	(*Member)(nil),              // 18: sluice.v1.Member
+	(*RingConfig)(nil),          // 19: sluice.v1.RingConfig
+	(*MembersResponse)(nil),     // 20: sluice.v1.MembersResponse
+	nil,                         // 21: sluice.v1.MembersResponse.PoliciesEntry
+	(*durationpb.Duration)(nil), // 22: google.protobuf.Duration
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.Limit.algorithm:type_name -> sluice.v1.Algorithm
-	18, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
+	22, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
 	1,  // 2: sluice.v1.Limit.failure_mode:type_name -> sluice.v1.FailureMode
 	3,  // 3: sluice.v1.CheckItem.limit:type_name -> sluice.v1.Limit
 	4,  // 4: sluice.v1.CheckRequest.items:type_name -> sluice.v1.CheckItem
-	18, // 5: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
-	18, // 6: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
+	22, // 5: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
+	22, // 6: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
 	2,  // 7: sluice.v1.CheckResult.source:type_name -> sluice.v1.Source
 	6,  // 8: sluice.v1.CheckResult.error:type_name -> sluice.v1.ItemError
 	7,  // 9: sluice.v1.CheckResponse.results:type_name -> sluice.v1.CheckResult
-	3,  // 10: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
-	18, // 11: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	18, // 12: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
-	18, // 13: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
-	2,  // 14: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
-	3,  // 15: sluice.v1.GrantRequest.limit:type_name -> sluice.v1.Limit
-	18, // 16: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
-	18, // 17: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
-	18, // 18: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
-	3,  // 19: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
-	16, // 20: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
-	5,  // 21: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	9,  // 22: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
-	13, // 23: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
-	11, // 24: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
-	15, // 25: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
-	8,  // 26: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
-	10, // 27: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
-	14, // 28: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
-	12, // 29: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
-	17, // 30: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	4,  // 10: sluice.v1.CheckStreamRequest.items:type_name -> sluice.v1.CheckItem
+	7,  // 11: sluice.v1.CheckStreamResponse.results:type_name -> sluice.v1.CheckResult
+	3,  // 12: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
+	22, // 13: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	22, // 14: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
+	22, // 15: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	2,  // 16: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
+	3,  // 17: sluice.v1.GrantRequest.limit:type_name -> sluice.v1.Limit
+	22, // 18: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
+	22, // 19: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
+	22, // 20: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
+	3,  // 21: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
+	18, // 22: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
+	19, // 23: sluice.v1.MembersResponse.ring:type_name -> sluice.v1.RingConfig
+	21, // 24: sluice.v1.MembersResponse.policies:type_name -> sluice.v1.MembersResponse.PoliciesEntry
+	0,  // 25: sluice.v1.MembersResponse.PoliciesEntry.value:type_name -> sluice.v1.Algorithm
+	5,  // 26: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	11, // 27: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
+	15, // 28: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
+	13, // 29: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
+	9,  // 30: sluice.v1.RateLimiter.CheckStream:input_type -> sluice.v1.CheckStreamRequest
+	17, // 31: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
+	8,  // 32: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
+	12, // 33: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
+	16, // 34: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
+	14, // 35: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
+	10, // 36: sluice.v1.RateLimiter.CheckStream:output_type -> sluice.v1.CheckStreamResponse
+	20, // 37: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
+	32, // [32:38] is the sub-list for method output_type
+	26, // [26:32] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -1574,15 +1815,15 @@ func file_sluice_v1_sluice_proto_init() {
 		(*CheckItem_Limit)(nil),
 		(*CheckItem_Policy)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[6].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[8].OneofWrappers = []any{
 		(*AcquireRequest_Limit)(nil),
 		(*AcquireRequest_Policy)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[8].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[10].OneofWrappers = []any{
 		(*GrantRequest_Limit)(nil),
 		(*GrantRequest_Policy)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[10].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[12].OneofWrappers = []any{
 		(*ReleaseRequest_Limit)(nil),
 		(*ReleaseRequest_Policy)(nil),
 	}
@@ -1592,7 +1833,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

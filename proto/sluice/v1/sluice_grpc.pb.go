@@ -22,10 +22,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RateLimiter_Check_FullMethodName   = "/sluice.v1.RateLimiter/Check"
-	RateLimiter_Acquire_FullMethodName = "/sluice.v1.RateLimiter/Acquire"
-	RateLimiter_Release_FullMethodName = "/sluice.v1.RateLimiter/Release"
-	RateLimiter_Grant_FullMethodName   = "/sluice.v1.RateLimiter/Grant"
+	RateLimiter_Check_FullMethodName       = "/sluice.v1.RateLimiter/Check"
+	RateLimiter_Acquire_FullMethodName     = "/sluice.v1.RateLimiter/Acquire"
+	RateLimiter_Release_FullMethodName     = "/sluice.v1.RateLimiter/Release"
+	RateLimiter_Grant_FullMethodName       = "/sluice.v1.RateLimiter/Grant"
+	RateLimiter_CheckStream_FullMethodName = "/sluice.v1.RateLimiter/CheckStream"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -51,6 +52,16 @@ type RateLimiterClient interface {
 	// hot key with no network hop. Other algorithms are InvalidArgument; an
 	// unreachable owner is UNAVAILABLE (check the usual way instead).
 	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
+	// CheckStream carries many batches of checks over one long-lived stream:
+	// the cheapest way to send checks, as it spares each batch the cost of a
+	// call. A client sends each batch as a message with an id of its choice;
+	// the node answers each with a message of the same id, not necessarily in
+	// the order sent. Unlike Check, the items of a batch may come from
+	// different callers, so each is decided on its own: an invalid item gets
+	// a result whose error is INVALID_ARGUMENT naming its field, and the
+	// other items are decided. The Go client keeps one stream per node and
+	// sends each check to its key's owner.
+	CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
 }
 
 type rateLimiterClient struct {
@@ -101,6 +112,19 @@ func (c *rateLimiterClient) Grant(ctx context.Context, in *GrantRequest, opts ..
 	return out, nil
 }
 
+func (c *rateLimiterClient) CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RateLimiter_ServiceDesc.Streams[0], RateLimiter_CheckStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CheckStreamRequest, CheckStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RateLimiter_CheckStreamClient = grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse]
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -124,6 +148,16 @@ type RateLimiterServer interface {
 	// hot key with no network hop. Other algorithms are InvalidArgument; an
 	// unreachable owner is UNAVAILABLE (check the usual way instead).
 	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
+	// CheckStream carries many batches of checks over one long-lived stream:
+	// the cheapest way to send checks, as it spares each batch the cost of a
+	// call. A client sends each batch as a message with an id of its choice;
+	// the node answers each with a message of the same id, not necessarily in
+	// the order sent. Unlike Check, the items of a batch may come from
+	// different callers, so each is decided on its own: an invalid item gets
+	// a result whose error is INVALID_ARGUMENT naming its field, and the
+	// other items are decided. The Go client keeps one stream per node and
+	// sends each check to its key's owner.
+	CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -145,6 +179,9 @@ func (UnimplementedRateLimiterServer) Release(context.Context, *ReleaseRequest) 
 }
 func (UnimplementedRateLimiterServer) Grant(context.Context, *GrantRequest) (*GrantResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Grant not implemented")
+}
+func (UnimplementedRateLimiterServer) CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method CheckStream not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -239,6 +276,13 @@ func _RateLimiter_Grant_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_CheckStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RateLimiterServer).CheckStream(&grpc.GenericServerStream[CheckStreamRequest, CheckStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RateLimiter_CheckStreamServer = grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -263,7 +307,14 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RateLimiter_Grant_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CheckStream",
+			Handler:       _RateLimiter_CheckStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "sluice/v1/sluice.proto",
 }
 
