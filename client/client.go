@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,15 +27,33 @@ var ErrNoAddrs = errors.New("client: no node addresses")
 
 // Config configures a Client.
 type Config struct {
-	// Addrs are host:port gRPC addresses of Sluice nodes. Calls are spread
-	// over them round-robin; any node answers for any key.
+	// Addrs are host:port gRPC addresses of Sluice nodes (seeds): the
+	// client learns the cluster's members from them. Any node answers for
+	// any key.
 	Addrs []string
 	// Timeout bounds each call that has no deadline of its own; 0 means 2s.
 	Timeout time.Duration
 	// Grants, if set, turns on local token grants for hot keys.
 	Grants *GrantOptions
+	// DisableRouting sends each Check as one unary call to the seeds,
+	// round-robin, which forward each check to its owner: the transport of
+	// clients that cannot reach the nodes' advertised addresses. By default
+	// the client learns the ring and sends each check straight to its
+	// owner, coalescing concurrent checks into messages on one stream per
+	// node.
+	DisableRouting bool
+	// RefreshInterval is how often the client asks for the members when
+	// nothing suggests a change; 0 means 5s. An answer from an unexpected
+	// owner, or a node that goes away, triggers a refresh at once.
+	RefreshInterval time.Duration
+	// MaxInflight bounds the messages awaiting answers on one node's
+	// stream; checks queue behind them and go out together. 0 means 2.
+	MaxInflight int
+	// MaxBatch bounds the checks in one message; 0 means 500 (at most
+	// 1000).
+	MaxBatch int
 	// DialOptions are added to the defaults (insecure credentials,
-	// round-robin balancing).
+	// round-robin balancing, the vtprotobuf codec).
 	DialOptions []grpc.DialOption
 }
 
@@ -55,16 +77,43 @@ const serviceConfig = `{
 
 // Client talks to a Sluice cluster. It is safe for concurrent use.
 type Client struct {
-	conn    *grpc.ClientConn
-	api     sluicev1.RateLimiterClient
-	timeout time.Duration
-	grants  *grants // nil without Config.Grants
+	conn     *grpc.ClientConn // round-robin over the seeds
+	api      sluicev1.RateLimiterClient
+	timeout  time.Duration
+	grants   *grants // nil without Config.Grants
+	routing  bool
+	dialOpts []grpc.DialOption
+
+	// Routing (see route.go and stream.go).
+	ctx            context.Context // cancelled by Close
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	maxBatch       int
+	maxInflight    int
+	refreshEvery   time.Duration
+	kickCh         chan struct{}
+	table          atomic.Pointer[table]
+	rr             atomic.Uint64
+	stats          streamStats
+	lastRefreshErr atomic.Value // string
+	seeds          []*nodeStream
+	firstRefresh   chan struct{} // closed once the first refresh is over
+
+	mu      sync.Mutex
+	closed  bool
+	streams map[string]*nodeStream // by name and address
 }
 
 // New connects lazily to the nodes in cfg.Addrs.
 func New(cfg Config) (*Client, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, ErrNoAddrs
+	}
+	if cfg.MaxBatch < 0 || cfg.MaxBatch > 1000 {
+		return nil, fmt.Errorf("client: MaxBatch %d: must be 0 to 1000", cfg.MaxBatch)
+	}
+	if cfg.MaxInflight < 0 || cfg.RefreshInterval < 0 {
+		return nil, errors.New("client: MaxInflight and RefreshInterval must not be negative")
 	}
 	r := manual.NewBuilderWithScheme("sluice")
 	addrs := make([]resolver.Address, len(cfg.Addrs))
@@ -86,15 +135,89 @@ func New(cfg Config) (*Client, error) {
 	if t <= 0 {
 		t = 2 * time.Second
 	}
-	return &Client{conn: conn, api: sluicev1.NewRateLimiterClient(conn), timeout: t, grants: newGrants(cfg.Grants)}, nil
+	c := &Client{conn: conn, api: sluicev1.NewRateLimiterClient(conn), timeout: t, grants: newGrants(cfg.Grants),
+		routing: !cfg.DisableRouting, dialOpts: cfg.DialOptions,
+		maxBatch: cfg.MaxBatch, maxInflight: cfg.MaxInflight, refreshEvery: cfg.RefreshInterval,
+		kickCh: make(chan struct{}, 1), streams: map[string]*nodeStream{}, firstRefresh: make(chan struct{})}
+	if c.maxBatch == 0 {
+		c.maxBatch = 500
+	}
+	if c.maxInflight == 0 {
+		c.maxInflight = 2
+	}
+	if c.refreshEvery == 0 {
+		c.refreshEvery = 5 * time.Second
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.routing {
+		// Until the ring is known, checks go to the seeds, which forward.
+		first := &table{}
+		for _, a := range cfg.Addrs {
+			sc, err := c.dial(a)
+			if err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			ns := newNodeStream(c, "", a, sc)
+			c.seeds = append(c.seeds, ns)
+			first.all = append(first.all, ns)
+		}
+		c.table.Store(first)
+		c.wg.Add(1)
+		go c.refreshLoop()
+	}
+	return c, nil
 }
 
-// Close stops background grant refills and closes the connections.
+// Close stops background work (grant refills, membership refreshes) and
+// closes the connections. Checks in flight fail.
 func (c *Client) Close() error {
 	if c.grants != nil {
 		c.grants.holder.Close()
 	}
+	c.mu.Lock()
+	c.closed = true
+	streams := slices.Collect(maps.Values(c.streams))
+	c.mu.Unlock()
+	streams = append(streams, c.seeds...)
+	for _, ns := range streams {
+		ns.close(errClosed)
+	}
+	c.cancel()
+	c.wg.Wait()
+	for _, ns := range streams {
+		_ = ns.conn.Close()
+	}
 	return c.conn.Close()
+}
+
+// Stats counts what the client's transport did.
+type Stats struct {
+	// Messages and Items are the stream messages sent and the checks they
+	// carried (Items/Messages is the mean batch).
+	Messages, Items int64
+	// Queued counts calls that waited for a free slot instead of being
+	// sent at once.
+	Queued int64
+	// Retries counts checks sent again to another node after theirs failed.
+	Retries int64
+	// Misrouted counts answers from an owner other than the node the check
+	// was sent to (the node forwarded it): the client's ring was stale.
+	Misrouted int64
+	// Refreshes counts membership requests.
+	Refreshes int64
+	// Members is the number of nodes on the client's ring (0 until known).
+	Members int
+}
+
+// Stats returns the transport's counters.
+func (c *Client) Stats() Stats {
+	s := Stats{Messages: c.stats.messages.Load(), Items: c.stats.items.Load(), Queued: c.stats.queued.Load(),
+		Retries: c.stats.retries.Load(), Misrouted: c.stats.misrouted.Load(), Refreshes: c.stats.refreshes.Load()}
+	if t := c.table.Load(); t != nil && t.ring != nil {
+		s.Members = t.ring.Len()
+	}
+	return s
 }
 
 // Algorithm selects how a limit counts.
@@ -208,6 +331,9 @@ func (c *Client) Usage(ctx context.Context, key, policy string, limit Limit) (Re
 }
 
 func (c *Client) check(ctx context.Context, req *sluicev1.CheckRequest) ([]Result, error) {
+	if c.routing {
+		return c.checkRouted(ctx, req.Items)
+	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	resp, err := c.api.Check(ctx, req)
@@ -222,6 +348,163 @@ func (c *Client) check(ctx context.Context, req *sluicev1.CheckRequest) ([]Resul
 		out[i] = fromProtoResult(r)
 	}
 	return out, nil
+}
+
+// maxAttempts bounds how many nodes a routed check is tried on.
+const maxAttempts = 3
+
+// checkRouted sends each item to its owner's stream (any node's when the
+// owner is unknown or down) and waits for the answers. Items whose node
+// failed are sent to another node, up to maxAttempts nodes in all.
+func (c *Client) checkRouted(ctx context.Context, items []*sluicev1.CheckItem) ([]Result, error) {
+	if err := validateItems(items); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if c.table.Load().ring == nil {
+		// Before the first answer about the members, wait for it (one
+		// call), so that checks start at their owners; if it fails,
+		// checks go to the seeds, which forward them.
+		select {
+		case <-c.firstRefresh:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: check: %w", status.FromContextError(ctx.Err()).Err())
+		}
+	}
+	out := make([]Result, len(items))
+	var (
+		todo   []int // indexes of items still to answer; nil means all
+		failed *nodeStream
+		last   error
+	)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			c.stats.retries.Add(int64(len(todo)))
+		}
+		var err error
+		todo, failed, last, err = c.sendRouted(ctx, items, todo, out, failed)
+		if err != nil {
+			return nil, fmt.Errorf("client: check: %w", err)
+		}
+		if len(todo) == 0 {
+			last = nil
+			break
+		}
+	}
+	if last != nil {
+		return nil, fmt.Errorf("client: check: %w", status.Error(codes.Unavailable, last.Error()))
+	}
+	for i := range out {
+		if out[i].Err != nil && status.Code(out[i].Err) == codes.InvalidArgument {
+			return nil, fmt.Errorf("client: check: %w", status.Error(codes.InvalidArgument,
+				fmt.Sprintf("items[%d].%s", i, status.Convert(out[i].Err).Message())))
+		}
+	}
+	return out, nil
+}
+
+// group is the items of one call bound for one node.
+type group struct {
+	ns    *nodeStream
+	idx   []int
+	items []*sluicev1.CheckItem
+	pc    *call
+	res   []Result
+}
+
+// sendRouted sends the items of todo (every item if nil) to their nodes,
+// avoiding avoid, and waits. It returns the items that failed with
+// errRetry, and one node that failed them.
+func (c *Client) sendRouted(ctx context.Context, items []*sluicev1.CheckItem, todo []int, out []Result, avoid *nodeStream) (retry []int, failed *nodeStream, why, err error) {
+	t := c.table.Load()
+	now := time.Now().UnixNano()
+	pick := func(it *sluicev1.CheckItem) *nodeStream {
+		if ns, ok := t.owner(it, now); ok && ns != avoid {
+			return ns
+		}
+		return c.anyNode(t, avoid, now)
+	}
+	if todo == nil && len(items) == 1 {
+		// The common case: one item, one node, no copying.
+		g := group{ns: pick(items[0]), items: items, res: out}
+		gs := [1]group{g}
+		return c.waitGroups(ctx, gs[:], nil)
+	}
+	var gs []group
+	each := func(i int) {
+		ns := pick(items[i])
+		for k := range gs {
+			if gs[k].ns == ns {
+				gs[k].idx = append(gs[k].idx, i)
+				gs[k].items = append(gs[k].items, items[i])
+				return
+			}
+		}
+		gs = append(gs, group{ns: ns, idx: []int{i}, items: []*sluicev1.CheckItem{items[i]}})
+	}
+	if todo == nil {
+		for i := range items {
+			each(i)
+		}
+	} else {
+		for _, i := range todo {
+			each(i)
+		}
+	}
+	for k := range gs {
+		gs[k].res = make([]Result, len(gs[k].items))
+	}
+	return c.waitGroups(ctx, gs, out)
+}
+
+// waitGroups queues each group's call and waits for all. out, if not nil,
+// receives each group's results at their indexes (else the groups' res
+// are the caller's). Items of a group that failed with errRetry are
+// returned in retry, with the group's node and error.
+func (c *Client) waitGroups(ctx context.Context, gs []group, out []Result) (retry []int, failed *nodeStream, why, err error) {
+	for k := range gs {
+		gs[k].pc = getCall(gs[k].items, gs[k].res)
+		gs[k].ns.enqueue(gs[k].pc)
+	}
+	for k := range gs {
+		g := &gs[k]
+		select {
+		case e := <-g.pc.done:
+			putCall(g.pc)
+			g.pc = nil
+			switch {
+			case e == nil:
+				if out != nil {
+					for j, i := range g.idx {
+						out[i] = g.res[j]
+					}
+				}
+			case errors.Is(e, errRetry):
+				failed, why = g.ns, e
+				if g.idx == nil {
+					retry = append(retry, 0)
+				} else {
+					retry = append(retry, g.idx...)
+				}
+			default:
+				if err == nil {
+					err = e
+				}
+			}
+		case <-ctx.Done():
+			// Abandon what is still queued or in flight; a call being
+			// answered right now is waited for, so it can be reused.
+			for j := k; j < len(gs); j++ {
+				if pc := gs[j].pc; pc != nil && !pc.state.CompareAndSwap(callQueued, callAbandoned) {
+					<-pc.done
+					putCall(pc)
+				}
+			}
+			return nil, nil, nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return retry, failed, why, err
 }
 
 // Lease is a held share of a concurrency limit.
@@ -332,7 +615,11 @@ func fromProtoResult(r *sluicev1.CheckResult) Result {
 		out.Source = "fallback"
 	}
 	if e := r.GetError(); e != nil {
-		out.Err = status.Error(codes.Code(e.GetCode()), e.GetMessage())
+		msg := e.GetMessage()
+		if f := e.GetField(); f != "" {
+			msg = f + ": " + msg
+		}
+		out.Err = status.Error(codes.Code(e.GetCode()), msg)
 	}
 	return out
 }

@@ -66,9 +66,12 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// newClient returns a client that sends every check to the given nodes
+// (not routing to owners), so that tests see each node's own behaviour:
+// forwarding, grants, fallback.
 func newClient(t testing.TB, addrs ...string) *client.Client {
 	t.Helper()
-	c, err := client.New(client.Config{Addrs: addrs, Timeout: 10 * time.Second})
+	c, err := client.New(client.Config{Addrs: addrs, Timeout: 10 * time.Second, DisableRouting: true})
 	if err != nil {
 		t.Fatal(err)
 	}
