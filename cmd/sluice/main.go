@@ -33,6 +33,7 @@ var commands = []command{
 	{"check", "spend units of a key's limit (exit 0 allowed, 1 denied, 2 error)", runCheck},
 	{"usage", "read a key's usage without spending", runUsage},
 	{"members", "list the cluster's members as a node sees them", runMembers},
+	{"bench", "drive load at nodes: checks/s, latency percentiles, accuracy audit", runBench},
 	{"version", "print the version", runVersion},
 }
 

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// `sluice bench --json` against a real node: checks answered, no errors,
+// and the node held every key to its bound.
+func TestBenchAgainstServer(t *testing.T) {
+	s := startServer(t)
+	cmd := exec.Command(sluiceBin, "bench", "--addr", s.grpc, "--duration", "1s", "--keys", "10", "--limit", "5", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sluice bench: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	var sum struct {
+		Checks  int64 `json:"checks"`
+		Allowed int64 `json:"allowed"`
+		Denied  int64 `json:"denied"`
+		Errors  int64 `json:"errors"`
+		Latency struct {
+			P50 float64 `json:"p50_ms"`
+		} `json:"latency"`
+		Audit struct {
+			Keys      int   `json:"keys"`
+			Bound     int64 `json:"bound"`
+			OverBound *int  `json:"over_bound"`
+		} `json:"audit"`
+		Percentiles []json.RawMessage `json:"percentiles"`
+		FirstError  string            `json:"first_error"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, &stdout)
+	}
+	a := sum.Audit
+	switch {
+	case sum.Checks == 0 || sum.Checks != sum.Allowed+sum.Denied+sum.Errors:
+		t.Fatalf("checks %d = allowed %d + denied %d + errors %d?", sum.Checks, sum.Allowed, sum.Denied, sum.Errors)
+	case sum.Errors != 0:
+		t.Fatalf("%d errors, first: %s", sum.Errors, sum.FirstError)
+	case a.OverBound == nil || *a.OverBound != 0 || a.Keys != 10:
+		t.Fatalf("audit %+v: want 10 keys, none over bound\n%s", a, &stdout)
+	case a.Bound < 5+4 || sum.Allowed > int64(a.Keys)*a.Bound:
+		t.Fatalf("allowed %d, bound %d per key for %d keys", sum.Allowed, a.Bound, a.Keys)
+	case sum.Latency.P50 <= 0 || len(sum.Percentiles) == 0:
+		t.Fatalf("no latency: %s", &stdout)
+	}
+}
+
+// Bad flags exit 2 naming the flag, before any node is dialled.
+func TestBenchBadFlags(t *testing.T) {
+	for _, c := range []struct{ args []string }{
+		{[]string{"--workers", "-1"}},
+		{[]string{"--rate", "-5"}},
+		{[]string{"--period", "0"}},
+		{[]string{"--batch", "1001"}},
+		{[]string{"--keys", "5", "--hot"}},
+	} {
+		code, out := sluice(t, append([]string{"bench", "--addr", "127.0.0.1:1"}, c.args...)...)
+		if code != 2 || !strings.Contains(out, c.args[0]) {
+			t.Errorf("%v: exit %d, output %q; want 2 naming %s", c.args, code, out, c.args[0])
+		}
+	}
+	code, out := sluice(t, "bench", "-h")
+	if code != 0 || !strings.Contains(out, "-rate") || !strings.Contains(out, "SLUICE_WORKERS") {
+		t.Errorf("bench -h: exit %d, output %q", code, out)
+	}
+}
