@@ -62,9 +62,10 @@ func New(cfg Config) (n *Node, err error) {
 		}
 	}
 	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1)}
+	built := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
-			n.closeAll()
+			built.closeAll()
 		}
 	}()
 	if n.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {

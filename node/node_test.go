@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,5 +269,20 @@ func TestShutdownIsClean(t *testing.T) {
 	}
 	if n.Ready() {
 		t.Fatal("still ready after shutdown")
+	}
+}
+
+// New fails cleanly, closing what it opened, when a port is taken.
+func TestNewPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := node.LocalConfig("busy")
+	cfg.HTTPAddr = ln.Addr().String()
+	n, err := node.New(cfg)
+	if err == nil || n != nil || !strings.Contains(err.Error(), "http listen") {
+		t.Fatalf("New with a taken HTTP port = %v, %v; want an error naming the http listener", n, err)
 	}
 }
