@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-rl/sluice/internal/codec"
@@ -227,6 +228,12 @@ func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		codec.DialOption(),
+		// Reconnect soon after a node comes back: gRPC's default backoff
+		// grows to 2 minutes, during which the node would be routed around.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
 	}, c.dialOpts...)
 	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {

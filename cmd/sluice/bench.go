@@ -9,8 +9,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/pprof"
 	"time"
 
+	"github.com/sluice-rl/sluice/client"
 	"github.com/sluice-rl/sluice/internal/bench"
 )
 
@@ -58,6 +60,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	timeout := fs.Duration("timeout", 2*time.Second, "per-call deadline")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	grants := fs.Bool("grants", false, "turn on the client's local token grants for hot keys")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the run to this file")
+	inflight := fs.Int("max-inflight", 0, "the client's messages in flight per node before checks queue (0: the client's default, 2)")
+	unary := fs.Bool("unary", false, "one unary Check per call, round-robin over --addr (the client's DisableRouting)")
 	describeEnv(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -104,11 +109,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	t, err := bench.NewSluiceTarget(addrs, *limit, *burst, time.Duration(period), *grants)
+	ccfg := client.Config{Addrs: addrs, MaxInflight: *inflight, DisableRouting: *unary}
+	if *grants {
+		ccfg.Grants = &client.GrantOptions{}
+	}
+	t, err := bench.NewSluiceTargetConfig(ccfg, *limit, *burst, time.Duration(period))
 	if err != nil {
 		return err
 	}
 	defer t.Close()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	s, runErr := bench.Run(ctx, cfg, t)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -116,6 +136,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = enc.Encode(s)
 	} else {
 		err = s.Format(stdout)
+		if st, ok := t.(interface{ Stats() client.Stats }); ok && err == nil {
+			cs := st.Stats()
+			if cs.Messages > 0 {
+				_, err = fmt.Fprintf(stdout, "transport:  %d checks in %d messages (%.2f a message), %d calls queued, %d retried, %d misrouted, %d members\n",
+					cs.Items, cs.Messages, float64(cs.Items)/float64(cs.Messages), cs.Queued, cs.Retries, cs.Misrouted, cs.Members)
+			}
+		}
 	}
 	if runErr != nil {
 		return fmt.Errorf("interrupted after %s: %w", s.Elapsed.Round(time.Millisecond), runErr)

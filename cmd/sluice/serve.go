@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/sluice-rl/sluice/internal/version"
@@ -20,7 +21,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var join listFlag
-	var logFormat, logLevel string
+	var logFormat, logLevel, cpuProfile string
 	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "this node's name, unique in the cluster")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address")
@@ -35,6 +36,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long to drain in-flight calls on SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	describeEnv(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -59,6 +61,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg.Logger.Info("starting sluice", "version", version.String(), "node", cfg.NodeName)
 	hup := make(chan os.Signal, 1)

@@ -25,6 +25,12 @@ func NewSluiceTarget(addrs []string, limit, burst int64, period time.Duration, g
 	if grants {
 		cfg.Grants = &client.GrantOptions{}
 	}
+	return NewSluiceTargetConfig(cfg, limit, burst, period)
+}
+
+// NewSluiceTargetConfig is NewSluiceTarget with the whole client
+// configuration (e.g. its batching knobs).
+func NewSluiceTargetConfig(cfg client.Config, limit, burst int64, period time.Duration) (Target, error) {
 	c, err := client.New(cfg)
 	if err != nil {
 		return nil, err
@@ -60,3 +66,6 @@ func (s *sluiceTarget) Check(ctx context.Context, keys []string, allowed []bool)
 }
 
 func (s *sluiceTarget) Close() error { return s.c.Close() }
+
+// Stats returns the client's transport counters.
+func (s *sluiceTarget) Stats() client.Stats { return s.c.Stats() }
