@@ -122,6 +122,24 @@ func newHistogram() *hdrhistogram.Histogram {
 	return hdrhistogram.New(histLowest, histHighest, histDigits)
 }
 
+// histShards is how many histograms the workers share (worker i records
+// into shard i % histShards): enough that the locks are rarely contended,
+// few enough to stay in cache.
+const histShards = 16
+
+// shardHist is a histogram shared by a few workers.
+type shardHist struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+	_  [64]byte
+}
+
+func (s *shardHist) record(v, n int64) {
+	s.mu.Lock()
+	_ = s.h.RecordValues(v, n)
+	s.mu.Unlock()
+}
+
 // run is the state shared by the workers of one Run: read-only but for the
 // per-key atomics.
 type run struct {
@@ -148,7 +166,7 @@ type worker struct {
 
 	r        *run
 	rng      *rand.Rand
-	hist     *hdrhistogram.Histogram
+	hist     *shardHist // shared with other workers: hundreds of private histograms thrash the cache
 	idx      []int
 	keys     []string
 	allowed  []bool
@@ -222,11 +240,15 @@ func Run(ctx context.Context, cfg Config, t Target) (Summary, error) {
 	defer stopWatch()
 
 	ws := make([]*worker, cfg.Workers)
+	hists := make([]*shardHist, min(cfg.Workers, histShards))
+	for i := range hists {
+		hists[i] = &shardHist{h: newHistogram()}
+	}
 	for i := range ws {
 		ws[i] = &worker{
 			r:       r,
 			rng:     rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-			hist:    newHistogram(),
+			hist:    hists[i%len(hists)],
 			idx:     make([]int, cfg.Batch),
 			keys:    make([]string, cfg.Batch),
 			allowed: make([]bool, cfg.Batch),
@@ -320,7 +342,7 @@ func (w *worker) check(now, from time.Time) bool {
 	lat := int64(done.Sub(from))
 	lat = max(lat, 0)
 	lat = min(lat, histHighest)
-	_ = w.hist.RecordValues(lat, int64(n))
+	w.hist.record(lat, int64(n))
 	if err != nil {
 		if w.firstErr == nil {
 			w.firstErr, w.firstErrAt = err, done
@@ -392,8 +414,12 @@ func (r *run) summarize(ws []*worker, elapsed time.Duration) Summary {
 	}
 	h := newHistogram()
 	var first, last, errAt time.Time
+	merged := map[*shardHist]bool{}
 	for _, w := range ws {
-		h.Merge(w.hist)
+		if !merged[w.hist] {
+			merged[w.hist] = true
+			h.Merge(w.hist.h)
+		}
 		s.Allowed += w.nAllowed
 		s.Denied += w.nDenied
 		s.Errors += w.nErrors

@@ -361,7 +361,7 @@ func newWorker(cfg Config, tg Target) *worker {
 	cfg = cfg.withDefaults()
 	r := &run{cfg: cfg, target: tg, ctx: context.Background(), keys: make([]string, cfg.Keys),
 		admitted: make([]atomic.Int64, cfg.Keys), seen: make([]atomic.Bool, cfg.Keys)}
-	return &worker{r: r, rng: rand.New(rand.NewPCG(1, 2)), hist: newHistogram(), idx: make([]int, cfg.Batch),
+	return &worker{r: r, rng: rand.New(rand.NewPCG(1, 2)), hist: &shardHist{h: newHistogram()}, idx: make([]int, cfg.Batch),
 		keys: make([]string, cfg.Batch), allowed: make([]bool, cfg.Batch), call: callCtx{parent: r.ctx, timeout: time.Hour}}
 }
 

@@ -1,0 +1,191 @@
+// Command benchcompare runs the same load scenarios against a 3-node Sluice
+// cluster, Redis with a Lua token bucket, and a bare gRPC echo, all on
+// loopback and in one run, and writes the figures into docs/benchmarks.md
+// (between the bench-compare markers), bin/bench-compare.json,
+// bin/bench-compare-headline.md and a latency plot.
+//
+//	make bench-compare
+//	make bench-compare BENCH_FLAGS='--quick --keys-e 200000'
+//
+// It is also its own echo server: `benchcompare echo-server --addr A`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "echo-server" {
+		if err := runEchoServer(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "echo-server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "benchcompare:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// options are the command line's settings.
+type options struct {
+	duration  time.Duration
+	quick     bool
+	out       string
+	svg       string
+	jsonOut   string
+	headline  string
+	keysE     int64
+	only      map[string]bool
+	systems   []string // in the order given
+	sluiceBin string
+	grants    bool
+	// nodeProcs is each Sluice node's GOMAXPROCS (0: Go's default).
+	nodeProcs int
+	flagsText string // the flags given, for the report's command line
+}
+
+// nodeEnv is the environment added to each Sluice node's.
+func (o *options) nodeEnv() []string {
+	if o.nodeProcs <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("GOMAXPROCS=%d", o.nodeProcs)}
+}
+
+// allSystems are the systems, in report order.
+var allSystems = []string{"sluice", "redis", "echo"}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("benchcompare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "duration of each run of scenarios a-d")
+	fs.BoolVar(&o.quick, "quick", false, "a quick try: runs of 5s (unless --duration is given)")
+	fs.StringVar(&o.out, "out", "docs/benchmarks.md", "markdown file whose bench-compare section is replaced (empty: none)")
+	fs.StringVar(&o.svg, "svg", "docs/bench-compare-latency.svg", "latency plot to write (empty: none)")
+	fs.StringVar(&o.jsonOut, "json", "bin/bench-compare.json", "all results as JSON")
+	fs.StringVar(&o.headline, "headline", "bin/bench-compare-headline.md", "the compact headline table, for the README")
+	fs.Int64Var(&o.keysE, "keys-e", 10_000_000, "distinct keys filled into one node in scenario e")
+	only := fs.String("only", "a,b,c,d,e", "scenarios to run, comma-separated")
+	systems := fs.String("systems", "sluice,redis,echo", "systems to run, comma-separated")
+	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
+	fs.BoolVar(&o.grants, "grants", true, "Sluice's Go client holds local token grants (all scenarios)")
+	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", 1, "GOMAXPROCS of each Sluice node: three nodes share the machine's cores (0: Go's default, all cores)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	set := map[string]bool{}
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		switch {
+		case f.Name == "sluice":
+		case f.Value.String() == "true":
+			given = append(given, "--"+f.Name)
+		case f.Value.String() == "false":
+			given = append(given, "--"+f.Name+"=false")
+		default:
+			given = append(given, "--"+f.Name+" "+f.Value.String())
+		}
+	})
+	o.flagsText = strings.Join(given, " ")
+	if o.quick && !set["duration"] {
+		o.duration = 5 * time.Second
+	}
+	if abs, err := filepath.Abs(o.sluiceBin); err == nil {
+		o.sluiceBin = abs
+	}
+	if o.duration <= 0 {
+		return nil, fmt.Errorf("--duration: must be > 0")
+	}
+	if o.keysE <= 0 {
+		return nil, fmt.Errorf("--keys-e: must be > 0")
+	}
+	o.only = map[string]bool{}
+	for s := range strings.SplitSeq(*only, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains("abcde", s) || len(s) != 1 {
+			return nil, fmt.Errorf("--only: %q is not one of a, b, c, d, e", s)
+		}
+		o.only[s] = true
+	}
+	if len(o.only) == 0 {
+		return nil, fmt.Errorf("--only: no scenario")
+	}
+	for s := range strings.SplitSeq(*systems, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !contains(allSystems, s) {
+			return nil, fmt.Errorf("--systems: %q is not one of sluice, redis, echo", s)
+		}
+		if !contains(o.systems, s) {
+			o.systems = append(o.systems, s)
+		}
+	}
+	if len(o.systems) == 0 {
+		return nil, fmt.Errorf("--systems: no system")
+	}
+	// Report order, whatever the order given.
+	var ordered []string
+	for _, s := range allSystems {
+		if contains(o.systems, s) {
+			ordered = append(ordered, s)
+		}
+	}
+	o.systems = ordered
+	return o, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	r, err := newRunner(o, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer r.cs.stopAll()
+	rep, err := r.runAll(ctx)
+	if werr := r.writeJSON(rep); werr != nil {
+		fmt.Fprintln(stderr, "benchcompare:", werr)
+	}
+	if err != nil {
+		return err
+	}
+	return r.writeOutputs(rep)
+}
