@@ -223,11 +223,18 @@ func (c *Client) streamLocked(name, addr string) (*nodeStream, error) {
 	return ns, nil
 }
 
+// flowWindow is the HTTP/2 flow-control window of the client's streams.
+const flowWindow = 1 << 20
+
 // dial opens a connection to one node.
 func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		codec.DialOption(),
+		// Fixed windows turn off gRPC's BDP estimation and its PINGs (as on
+		// the nodes: transport.FlowWindow).
+		grpc.WithInitialWindowSize(flowWindow),
+		grpc.WithInitialConnWindowSize(flowWindow),
 		// Reconnect soon after a node comes back: gRPC's default backoff
 		// grows to 2 minutes, during which the node would be routed around.
 		grpc.WithConnectParams(grpc.ConnectParams{

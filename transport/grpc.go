@@ -36,6 +36,10 @@ type Service interface {
 	GrantTTL() time.Duration
 }
 
+// FlowWindow is the HTTP/2 flow-control window of Sluice's gRPC servers and
+// clients, fixed (see NewGRPC).
+const FlowWindow = 1 << 20
+
 // GRPCConfig configures the gRPC API.
 type GRPCConfig struct {
 	// Service decides checks and leases.
@@ -74,7 +78,12 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 		}
 	}
 	// The vtprotobuf codec first, so that cfg.ServerOptions can override it.
-	opts := append([]grpc.ServerOption{codec.ServerOption()}, cfg.ServerOptions...)
+	// Fixed flow-control windows turn off gRPC's BDP estimation, whose
+	// PING per burst of data costs a write and a read on each side: on a
+	// stream of small check messages, as many syscalls as the checks
+	// themselves. 1 MiB windows are ample for check messages.
+	opts := append([]grpc.ServerOption{codec.ServerOption(),
+		grpc.InitialWindowSize(FlowWindow), grpc.InitialConnWindowSize(FlowWindow)}, cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	drainCtx, drain := context.WithCancel(context.Background())
 	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx,

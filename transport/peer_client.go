@@ -156,7 +156,9 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	// The vtprotobuf codec first (caller options can override it); append copies.
-	cfg.DialOptions = append([]grpc.DialOption{codec.DialOption()}, cfg.DialOptions...)
+	// Fixed windows, as on the servers (FlowWindow): no BDP pings.
+	cfg.DialOptions = append([]grpc.DialOption{codec.DialOption(),
+		grpc.WithInitialWindowSize(FlowWindow), grpc.WithInitialConnWindowSize(FlowWindow)}, cfg.DialOptions...)
 	// Surface bad dial options now rather than on the first forward.
 	probe, err := grpc.NewClient("passthrough:///sluice-peer-probe", cfg.DialOptions...)
 	if err != nil {

@@ -55,10 +55,20 @@ type options struct {
 	only      map[string]bool
 	systems   []string // in the order given
 	sluiceBin string
-	grants    bool
+	grants    string // the scenarios in which Sluice's client holds grants, e.g. "c"
 	// nodeProcs is each Sluice node's GOMAXPROCS (0: Go's default).
 	nodeProcs int
 	flagsText string // the flags given, for the report's command line
+}
+
+// grantsIn reports whether Sluice's client holds grants in scenario id.
+func (o *options) grantsIn(id string) bool {
+	for _, s := range strings.Split(o.grants, ",") {
+		if strings.TrimSpace(s) == id {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeEnv is the environment added to each Sluice node's.
@@ -86,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	only := fs.String("only", "a,b,c,d,e", "scenarios to run, comma-separated")
 	systems := fs.String("systems", "sluice,redis,echo", "systems to run, comma-separated")
 	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
-	fs.BoolVar(&o.grants, "grants", true, "Sluice's Go client holds local token grants (all scenarios)")
+	fs.StringVar(&o.grants, "grants", "c", "scenarios in which Sluice's Go client holds local token grants (for hot keys), comma-separated; \"\" for none")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", 1, "GOMAXPROCS of each Sluice node: three nodes share the machine's cores (0: Go's default, all cores)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -27,7 +27,7 @@ type Report struct {
 	Flags       string         `json:"flags,omitempty"`
 	DurationSec float64        `json:"duration_s"`
 	Limit       string         `json:"limit"`
-	Grants      bool           `json:"sluice_client_grants"`
+	Grants      string         `json:"sluice_client_grants_in"`
 	NodeProcs   int            `json:"sluice_node_gomaxprocs"`
 	KeysE       int64          `json:"keys_e"`
 	Systems     []string       `json:"systems"`
@@ -388,9 +388,9 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 	for _, sys := range rep.Systems {
 		switch sys {
 		case "sluice":
-			g := "on"
-			if !rep.Grants {
-				g = "off"
+			g := "off in every scenario"
+			if rep.Grants != "" {
+				g = fmt.Sprintf("on in (%s) only (grants are for hot keys; the table rows say which)", rep.Grants)
 			}
 			procs := "Go's default GOMAXPROCS"
 			if rep.NodeProcs > 0 {
@@ -398,7 +398,7 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 			}
 			w("- **%s**: three `bin/sluice serve` processes in one gossip cluster, %s, called through the Go\n", systemName(sys), procs)
 			w("  client, which sends each check to its key's owner and coalesces concurrent checks into messages on\n")
-			w("  one stream per node; the client's local token grants %s in every scenario.\n", g)
+			w("  one stream per node; the client's local token grants %s.\n", g)
 		case "redis":
 			w("- **%s**: one `redis-server` (no persistence), the usual token bucket as a Lua script (a hash\n", systemName(sys))
 			w("  per key, the client's clock), one EVALSHA per check through go-redis v9 with a pool of one\n")

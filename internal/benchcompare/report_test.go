@@ -126,7 +126,7 @@ func TestFormat(t *testing.T) {
 // draws, with a failed system among them.
 func TestRenderAndPlot(t *testing.T) {
 	rep := &Report{Date: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), Command: "make bench-compare",
-		Systems: []string{"sluice", "redis", "echo"}, Grants: true,
+		Systems: []string{"sluice", "redis", "echo"}, Grants: "c",
 		Scenarios: []ScenarioInfo{{ID: "a", Title: "A"}, {ID: "d", Title: "D", Rate: 100_000}}}
 	pts := []bench.Point{{Percentile: 0, Latency: time.Millisecond}, {Percentile: 50, Latency: time.Millisecond},
 		{Percentile: 99, Latency: 3 * time.Millisecond}, {Percentile: 99.9, Latency: 9 * time.Millisecond}}

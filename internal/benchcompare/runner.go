@@ -270,7 +270,7 @@ func (r *runner) newTarget(ctx context.Context, sc scenario, sys string) (bench.
 		for i, n := range r.sluice {
 			addrs[i] = n.grpc
 		}
-		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, r.o.grants)
+		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, r.o.grantsIn(sc.ID))
 	case "redis":
 		t, err := newRedisTarget(ctx, r.redisAddr, sc.Workers, limitN, limitBurst, limitPeriod)
 		if err != nil {
@@ -304,7 +304,7 @@ func (r *runner) runLoad(ctx context.Context, sc scenario, sys string) Result {
 	res := Result{Scenario: sc.ID, System: sys, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate,
 		DurationSec: r.o.duration.Seconds()}
 	if sys == "sluice" {
-		res.Grants = r.o.grants
+		res.Grants = r.o.grantsIn(sc.ID)
 	}
 	procs, err := r.servers(sys)
 	if err != nil {
