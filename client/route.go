@@ -81,6 +81,14 @@ func (c *Client) anyNode(t *table, except *nodeStream, now int64) *nodeStream {
 			fallback = ns
 		}
 	}
+	// Every member is down (or their advertised addresses are not
+	// reachable from here): try the seeds the client was given.
+	for i := range c.seeds {
+		ns := c.seeds[(start+i)%len(c.seeds)]
+		if ns != except && !ns.isDown(now) {
+			return ns
+		}
+	}
 	if fallback != nil {
 		return fallback
 	}

@@ -69,7 +69,10 @@ func (lf *limitFlags) dial() (*client.Client, error) {
 	if len(addrs) == 0 {
 		addrs = []string{"127.0.0.1:8081"}
 	}
-	return client.New(client.Config{Addrs: addrs, Timeout: lf.timeout})
+	// One-shot commands send to the given nodes (which forward): learning
+	// the ring first would cost a call, and the nodes' advertised addresses
+	// may not be reachable from here (a port-forward, say).
+	return client.New(client.Config{Addrs: addrs, Timeout: lf.timeout, DisableRouting: true})
 }
 
 // periodFlag parses periods with policy.ParseDuration (Go syntax plus days).

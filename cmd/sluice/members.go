@@ -26,7 +26,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	c, err := client.New(client.Config{Addrs: []string{*addr}, Timeout: *timeout})
+	c, err := client.New(client.Config{Addrs: []string{*addr}, Timeout: *timeout, DisableRouting: true})
 	if err != nil {
 		return err
 	}

@@ -260,7 +260,7 @@ func startSluice(ctx context.Context, cs *children, bin string, n int, prefix st
 // waitSluiceNode polls /readyz and Members until the node is ready and sees
 // want members, or the deadline passes.
 func waitSluiceNode(ctx context.Context, nd *sluiceNode, want int, deadline time.Time) error {
-	cl, err := client.New(client.Config{Addrs: []string{nd.grpc}, Timeout: time.Second})
+	cl, err := client.New(client.Config{Addrs: []string{nd.grpc}, Timeout: time.Second, DisableRouting: true})
 	if err != nil {
 		return err
 	}
