@@ -287,6 +287,7 @@ func (c *Client) Check(ctx context.Context, items ...Item) ([]Result, error) {
 	var local []Result // answers from grants, by item; nil if none
 	req := &sluicev1.CheckRequest{Items: make([]*sluicev1.CheckItem, 0, len(items))}
 	var sent []int
+	var bufs []protoItem
 	for i := range items {
 		it := &items[i]
 		cost := it.Cost
@@ -302,7 +303,10 @@ func (c *Client) Check(ctx context.Context, items ...Item) ([]Result, error) {
 				continue
 			}
 		}
-		req.Items = append(req.Items, toProtoItem(it.Key, it.Policy, &it.Limit, cost))
+		if bufs == nil {
+			bufs = make([]protoItem, len(items)) // one allocation for the call's items
+		}
+		req.Items = append(req.Items, bufs[i].set(it.Key, it.Policy, &it.Limit, cost))
 		sent = append(sent, i)
 	}
 	if local == nil {
@@ -585,6 +589,34 @@ func toProtoLimit(l *Limit) *sluicev1.Limit {
 		pl.Period = durationpb.New(l.Period)
 	}
 	return pl
+}
+
+// protoItem holds a CheckItem and everything it points to, so that a
+// call's items take one allocation rather than five each.
+type protoItem struct {
+	item  sluicev1.CheckItem
+	cost  int64
+	spec  sluicev1.CheckItem_Limit
+	limit sluicev1.Limit
+	dur   durationpb.Duration
+}
+
+// set fills p like toProtoItem and returns its item.
+func (p *protoItem) set(key, policy string, l *Limit, cost int64) *sluicev1.CheckItem {
+	p.cost = cost
+	p.item.Key, p.item.Cost = key, &p.cost
+	if policy != "" {
+		p.item.Spec = &sluicev1.CheckItem_Policy{Policy: policy}
+		return &p.item
+	}
+	p.limit = sluicev1.Limit{Algorithm: l.Algorithm, Limit: l.Limit, Burst: l.Burst, FailureMode: l.FailureMode}
+	if l.Period != 0 {
+		p.dur.Seconds, p.dur.Nanos = int64(l.Period/time.Second), int32(l.Period%time.Second)
+		p.limit.Period = &p.dur
+	}
+	p.spec.Limit = &p.limit
+	p.item.Spec = &p.spec
+	return &p.item
 }
 
 func toProtoItem(key, policy string, l *Limit, cost int64) *sluicev1.CheckItem {

@@ -278,12 +278,6 @@ func (w *worker) loop() {
 	r := w.r
 	defer w.call.release()
 	open := r.interval > 0
-	var timer *time.Timer
-	if open {
-		timer = time.NewTimer(time.Hour)
-		timer.Stop()
-		defer timer.Stop()
-	}
 	for !r.stop.Load() {
 		now := time.Now()
 		if !now.Before(r.end) {
@@ -297,10 +291,7 @@ func (w *worker) loop() {
 				return
 			}
 			if d := due.Sub(now); d > 0 {
-				timer.Reset(d)
-				select {
-				case <-timer.C:
-				case <-r.ctx.Done():
+				if !w.sleep(d) {
 					return
 				}
 				now = time.Now()
@@ -310,6 +301,24 @@ func (w *worker) loop() {
 		if !w.check(now, from) {
 			return
 		}
+	}
+}
+
+// sleep waits d, or less if the run stops; it reports whether the run
+// goes on. Short waits (the usual: a worker is about Workers tickets
+// ahead) are a plain sleep, cheaper than a timer and a select.
+func (w *worker) sleep(d time.Duration) bool {
+	if d <= 10*time.Millisecond {
+		time.Sleep(d)
+		return !w.r.stop.Load()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return !w.r.stop.Load()
+	case <-w.r.ctx.Done():
+		return false
 	}
 }
 
