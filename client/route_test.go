@@ -356,3 +356,51 @@ func TestInvalidItemFailsWholeCall(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A node that crashes (no drain) breaks its stream: the checks in flight on
+// it go to another node, which answers them from the limit's fallback
+// until the ring drops the dead node; then the client routes around it. No
+// check fails.
+func TestNodeCrashUnderLoad(t *testing.T) {
+	tc := newCluster(t, 3)
+	c := newClient(t, client.Config{Addrs: tc.addrs()})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var checks, fails, fallback atomic.Int64
+	var firstErr atomic.Value
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				res, err := c.Check(ctx, client.Item{Key: fmt.Sprintf("k%d", (w*7919+i)%200), Limit: client.Limit{Limit: 1e6, Period: time.Second}})
+				if ctx.Err() != nil {
+					return
+				}
+				checks.Add(1)
+				if err == nil && res[0].Err != nil {
+					err = res[0].Err
+				}
+				if err != nil {
+					fails.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				if res[0].Source == "fallback" {
+					fallback.Add(1)
+				}
+			}
+		}()
+	}
+	waitFor(t, 10*time.Second, "load", func() bool { return checks.Load() > 500 })
+	tc.nodes[2].Inject(node.FaultCrash)
+	waitFor(t, 30*time.Second, "the client to drop the crashed node", func() bool { return c.Stats().Members == 2 })
+	at := checks.Load()
+	waitFor(t, 10*time.Second, "more load", func() bool { return checks.Load() > at+500 })
+	cancel()
+	wg.Wait()
+	if fails.Load() != 0 {
+		t.Fatalf("%d of %d checks failed; first: %v", fails.Load(), checks.Load(), firstErr.Load())
+	}
+	t.Logf("%d checks (%d from fallback), stats %+v", checks.Load(), fallback.Load(), c.Stats())
+}
