@@ -137,7 +137,7 @@ func New(cfg Config) (n *Node, err error) {
 	if n.grpc, err = transport.NewGRPC(transport.GRPCConfig{Service: n.limiter, Metrics: tm}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	transport.RegisterPeer(n.grpc.Server, n.limiter, cfg.NodeName, pm)
+	transport.RegisterPeerOn(n.grpc, n.limiter, cfg.NodeName, pm)
 	transport.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
 	n.http = &http.Server{
 		Handler: transport.NewHTTPHandler(transport.HTTPConfig{

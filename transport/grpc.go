@@ -57,7 +57,8 @@ type GRPC struct {
 	// Health is the health service; the node flips it to NOT_SERVING on shutdown.
 	Health *health.Server
 
-	drain context.CancelFunc
+	drain    context.CancelFunc
+	drainCtx context.Context
 }
 
 // DrainStreams asks every client with an open CheckStream, and every
@@ -98,7 +99,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	reflection.Register(srv)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(sluicev1.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	return &GRPC{Server: srv, Health: hs, drain: drain}, nil
+	return &GRPC{Server: srv, Health: hs, drain: drain, drainCtx: drainCtx}, nil
 }
 
 // checkScratch is Check's per-call scratch, pooled per server.

@@ -302,6 +302,7 @@ type peerConn struct {
 	fetch      *fetchBatcher
 	br         *breaker // nil if disabled
 	circuitErr error    // answers the calls the breaker rejects
+	mux        checkMux // Check calls on a stream
 
 	mu        sync.Mutex
 	checkHops map[uint32]*checkBatcher // hops > 0; requests carry one hops value
@@ -311,6 +312,7 @@ type peerConn struct {
 // newPeer builds the client side of m. c.mu is held.
 func (c *PeerClient) newPeer(m ring.Member, cc *grpc.ClientConn) *peerConn {
 	p := &peerConn{c: c, name: m.Name, addr: m.GRPCAddr, cc: cc, rpc: sluicev1.NewPeerClient(cc)}
+	p.mux.p = p
 	p.circuitErr = fmt.Errorf("%w: %w: %s", limiter.ErrPeerUnavailable, ErrCircuitOpen, m.Name)
 	if c.cfg.BreakerFailures > 0 {
 		var notify func(open, fromClosed bool)
@@ -476,7 +478,7 @@ func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCal
 		}
 	}
 	p.c.m.checkRPC(n)
-	resp, err := p.rpc.Check(ctx, req)
+	resp, err := p.mux.call(ctx, req)
 	p.br.record(tk, rpcOutcome(err, callers))
 	if err == nil && len(resp.GetResults()) != n {
 		err = status.Errorf(codes.Internal, "peer answered %d results for %d items", len(resp.GetResults()), n)

@@ -72,7 +72,17 @@ func (m *Metrics) peerServedObserver(method string) prometheus.Observer {
 // and Handoff fail the whole call with InvalidArgument (and a BadRequest
 // detail) on bad input.
 func RegisterPeer(s *grpc.Server, svc PeerService, name string, m PeerServerMetrics) {
-	ps := &peerServer{svc: svc, name: name}
+	registerPeer(s, svc, name, m, nil)
+}
+
+// RegisterPeerOn registers sluice.v1.Peer on g's server; g.DrainStreams
+// then also drains the peers' CheckStreams.
+func RegisterPeerOn(g *GRPC, svc PeerService, name string, m PeerServerMetrics) {
+	registerPeer(g.Server, svc, name, m, g.drainCtx)
+}
+
+func registerPeer(s *grpc.Server, svc PeerService, name string, m PeerServerMetrics, drain context.Context) {
+	ps := &peerServer{svc: svc, name: name, drain: drain}
 	for i, method := range peerMethods {
 		if m != nil {
 			ps.obs[i] = m.peerServedObserver(method)
@@ -105,6 +115,9 @@ type peerServer struct {
 	svc  PeerService
 	name string
 	obs  [numPeerMethods]prometheus.Observer
+	// drain ends when CheckStream clients are asked to go away; nil if
+	// never.
+	drain context.Context
 }
 
 func (s *peerServer) observe(method int, start time.Time) {

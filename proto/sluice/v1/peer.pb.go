@@ -382,6 +382,138 @@ func (x *PeerCheckResponse) GetResults() []*PeerResult {
 	return nil
 }
 
+type PeerCheckStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Request       *PeerCheckRequest      `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerCheckStreamRequest) Reset() {
+	*x = PeerCheckStreamRequest{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerCheckStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerCheckStreamRequest) ProtoMessage() {}
+
+func (x *PeerCheckStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerCheckStreamRequest.ProtoReflect.Descriptor instead.
+func (*PeerCheckStreamRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PeerCheckStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PeerCheckStreamRequest) GetRequest() *PeerCheckRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type PeerCheckStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Set when the call succeeded.
+	Response *PeerCheckResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// Otherwise the call's error: a google.rpc.Code and its message, as
+	// Check would have failed.
+	Code    int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The node is shutting down: send nothing more on this stream.
+	Drain         bool `protobuf:"varint,5,opt,name=drain,proto3" json:"drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerCheckStreamResponse) Reset() {
+	*x = PeerCheckStreamResponse{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerCheckStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerCheckStreamResponse) ProtoMessage() {}
+
+func (x *PeerCheckStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerCheckStreamResponse.ProtoReflect.Descriptor instead.
+func (*PeerCheckStreamResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PeerCheckStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PeerCheckStreamResponse) GetResponse() *PeerCheckResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *PeerCheckStreamResponse) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *PeerCheckStreamResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PeerCheckStreamResponse) GetDrain() bool {
+	if x != nil {
+		return x.Drain
+	}
+	return false
+}
+
 type PeerAcquireRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -394,7 +526,7 @@ type PeerAcquireRequest struct {
 
 func (x *PeerAcquireRequest) Reset() {
 	*x = PeerAcquireRequest{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[5]
+	mi := &file_sluice_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +538,7 @@ func (x *PeerAcquireRequest) String() string {
 func (*PeerAcquireRequest) ProtoMessage() {}
 
 func (x *PeerAcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[5]
+	mi := &file_sluice_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +551,7 @@ func (x *PeerAcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerAcquireRequest.ProtoReflect.Descriptor instead.
 func (*PeerAcquireRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PeerAcquireRequest) GetFrom() string {
@@ -461,7 +593,7 @@ type PeerAcquireResponse struct {
 
 func (x *PeerAcquireResponse) Reset() {
 	*x = PeerAcquireResponse{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[6]
+	mi := &file_sluice_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +605,7 @@ func (x *PeerAcquireResponse) String() string {
 func (*PeerAcquireResponse) ProtoMessage() {}
 
 func (x *PeerAcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[6]
+	mi := &file_sluice_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +618,7 @@ func (x *PeerAcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerAcquireResponse.ProtoReflect.Descriptor instead.
 func (*PeerAcquireResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PeerAcquireResponse) GetOwner() string {
@@ -522,7 +654,7 @@ type PeerReleaseRequest struct {
 
 func (x *PeerReleaseRequest) Reset() {
 	*x = PeerReleaseRequest{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[7]
+	mi := &file_sluice_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +666,7 @@ func (x *PeerReleaseRequest) String() string {
 func (*PeerReleaseRequest) ProtoMessage() {}
 
 func (x *PeerReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[7]
+	mi := &file_sluice_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +679,7 @@ func (x *PeerReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerReleaseRequest.ProtoReflect.Descriptor instead.
 func (*PeerReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PeerReleaseRequest) GetFrom() string {
@@ -589,7 +721,7 @@ type PeerReleaseResponse struct {
 
 func (x *PeerReleaseResponse) Reset() {
 	*x = PeerReleaseResponse{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[8]
+	mi := &file_sluice_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +733,7 @@ func (x *PeerReleaseResponse) String() string {
 func (*PeerReleaseResponse) ProtoMessage() {}
 
 func (x *PeerReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[8]
+	mi := &file_sluice_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +746,7 @@ func (x *PeerReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerReleaseResponse.ProtoReflect.Descriptor instead.
 func (*PeerReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PeerReleaseResponse) GetOwner() string {
@@ -664,7 +796,7 @@ type KeyState struct {
 
 func (x *KeyState) Reset() {
 	*x = KeyState{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[9]
+	mi := &file_sluice_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +808,7 @@ func (x *KeyState) String() string {
 func (*KeyState) ProtoMessage() {}
 
 func (x *KeyState) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[9]
+	mi := &file_sluice_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +821,7 @@ func (x *KeyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
 func (*KeyState) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KeyState) GetHash() uint64 {
@@ -793,7 +925,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[10]
+	mi := &file_sluice_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +937,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[10]
+	mi := &file_sluice_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +950,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FetchRequest) GetFrom() string {
@@ -844,7 +976,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[11]
+	mi := &file_sluice_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +988,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[11]
+	mi := &file_sluice_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1001,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FetchResponse) GetStates() []*KeyState {
@@ -891,7 +1023,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[12]
+	mi := &file_sluice_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1035,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[12]
+	mi := &file_sluice_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1048,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HandoffRequest) GetFrom() string {
@@ -950,7 +1082,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[13]
+	mi := &file_sluice_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1094,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[13]
+	mi := &file_sluice_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1107,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HandoffResponse) GetRefused() int32 {
@@ -1017,7 +1149,16 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04hops\x18\x03 \x01(\rR\x04hops\"Z\n" +
 	"\x11PeerCheckResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12/\n" +
-	"\aresults\x18\x02 \x03(\v2\x15.sluice.v1.PeerResultR\aresults\"|\n" +
+	"\aresults\x18\x02 \x03(\v2\x15.sluice.v1.PeerResultR\aresults\"_\n" +
+	"\x16PeerCheckStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\arequest\x18\x02 \x01(\v2\x1b.sluice.v1.PeerCheckRequestR\arequest\"\xa7\x01\n" +
+	"\x17PeerCheckStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x128\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1c.sluice.v1.PeerCheckResponseR\bresponse\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x14\n" +
+	"\x05drain\x18\x05 \x01(\bR\x05drain\"|\n" +
 	"\x12PeerAcquireRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
@@ -1064,9 +1205,10 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x06states\x18\x02 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\x12'\n" +
 	"\x0fdone_partitions\x18\x03 \x03(\x05R\x0edonePartitions\"+\n" +
 	"\x0fHandoffResponse\x12\x18\n" +
-	"\arefused\x18\x01 \x01(\x05R\arefused2\xdc\x02\n" +
+	"\arefused\x18\x01 \x01(\x05R\arefused2\xb6\x03\n" +
 	"\x04Peer\x12B\n" +
-	"\x05Check\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponse\x12H\n" +
+	"\x05Check\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponse\x12X\n" +
+	"\vCheckStream\x12!.sluice.v1.PeerCheckStreamRequest\x1a\".sluice.v1.PeerCheckStreamResponse(\x010\x01\x12H\n" +
 	"\aAcquire\x12\x1d.sluice.v1.PeerAcquireRequest\x1a\x1e.sluice.v1.PeerAcquireResponse\x12H\n" +
 	"\aRelease\x12\x1d.sluice.v1.PeerReleaseRequest\x1a\x1e.sluice.v1.PeerReleaseResponse\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12@\n" +
@@ -1084,51 +1226,57 @@ func file_sluice_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_peer_proto_rawDescData
 }
 
-var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_v1_peer_proto_goTypes = []any{
-	(*PeerLimit)(nil),           // 0: sluice.v1.PeerLimit
-	(*PeerItem)(nil),            // 1: sluice.v1.PeerItem
-	(*PeerResult)(nil),          // 2: sluice.v1.PeerResult
-	(*PeerCheckRequest)(nil),    // 3: sluice.v1.PeerCheckRequest
-	(*PeerCheckResponse)(nil),   // 4: sluice.v1.PeerCheckResponse
-	(*PeerAcquireRequest)(nil),  // 5: sluice.v1.PeerAcquireRequest
-	(*PeerAcquireResponse)(nil), // 6: sluice.v1.PeerAcquireResponse
-	(*PeerReleaseRequest)(nil),  // 7: sluice.v1.PeerReleaseRequest
-	(*PeerReleaseResponse)(nil), // 8: sluice.v1.PeerReleaseResponse
-	(*KeyState)(nil),            // 9: sluice.v1.KeyState
-	(*FetchRequest)(nil),        // 10: sluice.v1.FetchRequest
-	(*FetchResponse)(nil),       // 11: sluice.v1.FetchResponse
-	(*HandoffRequest)(nil),      // 12: sluice.v1.HandoffRequest
-	(*HandoffResponse)(nil),     // 13: sluice.v1.HandoffResponse
-	(Algorithm)(0),              // 14: sluice.v1.Algorithm
+	(*PeerLimit)(nil),               // 0: sluice.v1.PeerLimit
+	(*PeerItem)(nil),                // 1: sluice.v1.PeerItem
+	(*PeerResult)(nil),              // 2: sluice.v1.PeerResult
+	(*PeerCheckRequest)(nil),        // 3: sluice.v1.PeerCheckRequest
+	(*PeerCheckResponse)(nil),       // 4: sluice.v1.PeerCheckResponse
+	(*PeerCheckStreamRequest)(nil),  // 5: sluice.v1.PeerCheckStreamRequest
+	(*PeerCheckStreamResponse)(nil), // 6: sluice.v1.PeerCheckStreamResponse
+	(*PeerAcquireRequest)(nil),      // 7: sluice.v1.PeerAcquireRequest
+	(*PeerAcquireResponse)(nil),     // 8: sluice.v1.PeerAcquireResponse
+	(*PeerReleaseRequest)(nil),      // 9: sluice.v1.PeerReleaseRequest
+	(*PeerReleaseResponse)(nil),     // 10: sluice.v1.PeerReleaseResponse
+	(*KeyState)(nil),                // 11: sluice.v1.KeyState
+	(*FetchRequest)(nil),            // 12: sluice.v1.FetchRequest
+	(*FetchResponse)(nil),           // 13: sluice.v1.FetchResponse
+	(*HandoffRequest)(nil),          // 14: sluice.v1.HandoffRequest
+	(*HandoffResponse)(nil),         // 15: sluice.v1.HandoffResponse
+	(Algorithm)(0),                  // 16: sluice.v1.Algorithm
 }
 var file_sluice_v1_peer_proto_depIdxs = []int32{
-	14, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
+	16, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
 	0,  // 1: sluice.v1.PeerItem.limit:type_name -> sluice.v1.PeerLimit
 	1,  // 2: sluice.v1.PeerCheckRequest.items:type_name -> sluice.v1.PeerItem
 	2,  // 3: sluice.v1.PeerCheckResponse.results:type_name -> sluice.v1.PeerResult
-	1,  // 4: sluice.v1.PeerAcquireRequest.item:type_name -> sluice.v1.PeerItem
-	2,  // 5: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
-	1,  // 6: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
-	2,  // 7: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
-	14, // 8: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
-	9,  // 9: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
-	9,  // 10: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
-	3,  // 11: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
-	5,  // 12: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
-	7,  // 13: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
-	10, // 14: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
-	12, // 15: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
-	4,  // 16: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
-	6,  // 17: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
-	8,  // 18: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
-	11, // 19: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
-	13, // 20: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 4: sluice.v1.PeerCheckStreamRequest.request:type_name -> sluice.v1.PeerCheckRequest
+	4,  // 5: sluice.v1.PeerCheckStreamResponse.response:type_name -> sluice.v1.PeerCheckResponse
+	1,  // 6: sluice.v1.PeerAcquireRequest.item:type_name -> sluice.v1.PeerItem
+	2,  // 7: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
+	1,  // 8: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
+	2,  // 9: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
+	16, // 10: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
+	11, // 11: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
+	11, // 12: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
+	3,  // 13: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
+	5,  // 14: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
+	7,  // 15: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
+	9,  // 16: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
+	12, // 17: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
+	14, // 18: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
+	4,  // 19: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
+	6,  // 20: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
+	8,  // 21: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
+	10, // 22: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
+	13, // 23: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
+	15, // 24: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_peer_proto_init() }
@@ -1143,7 +1291,7 @@ func file_sluice_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_peer_proto_rawDesc), len(file_sluice_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

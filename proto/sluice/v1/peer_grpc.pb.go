@@ -22,11 +22,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_Check_FullMethodName   = "/sluice.v1.Peer/Check"
-	Peer_Acquire_FullMethodName = "/sluice.v1.Peer/Acquire"
-	Peer_Release_FullMethodName = "/sluice.v1.Peer/Release"
-	Peer_Fetch_FullMethodName   = "/sluice.v1.Peer/Fetch"
-	Peer_Handoff_FullMethodName = "/sluice.v1.Peer/Handoff"
+	Peer_Check_FullMethodName       = "/sluice.v1.Peer/Check"
+	Peer_CheckStream_FullMethodName = "/sluice.v1.Peer/CheckStream"
+	Peer_Acquire_FullMethodName     = "/sluice.v1.Peer/Acquire"
+	Peer_Release_FullMethodName     = "/sluice.v1.Peer/Release"
+	Peer_Fetch_FullMethodName       = "/sluice.v1.Peer/Fetch"
+	Peer_Handoff_FullMethodName     = "/sluice.v1.Peer/Handoff"
 )
 
 // PeerClient is the client API for Peer service.
@@ -37,6 +38,12 @@ const (
 type PeerClient interface {
 	// Check applies forwarded items on the node that owns their keys.
 	Check(ctx context.Context, in *PeerCheckRequest, opts ...grpc.CallOption) (*PeerCheckResponse, error)
+	// CheckStream carries Check calls on one long-lived stream, sparing each
+	// the cost of a call: each message has an id and is answered under it,
+	// not necessarily in order. A node that predates it answers
+	// UNIMPLEMENTED, and its peers use Check. On shutdown the node sends
+	// drain, answers what it received, and ends the stream.
+	CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PeerCheckStreamRequest, PeerCheckStreamResponse], error)
 	// Acquire takes a concurrency lease on the owner.
 	Acquire(ctx context.Context, in *PeerAcquireRequest, opts ...grpc.CallOption) (*PeerAcquireResponse, error)
 	// Release returns a concurrency lease on the owner.
@@ -66,6 +73,19 @@ func (c *peerClient) Check(ctx context.Context, in *PeerCheckRequest, opts ...gr
 	}
 	return out, nil
 }
+
+func (c *peerClient) CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PeerCheckStreamRequest, PeerCheckStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_CheckStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PeerCheckStreamRequest, PeerCheckStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_CheckStreamClient = grpc.BidiStreamingClient[PeerCheckStreamRequest, PeerCheckStreamResponse]
 
 func (c *peerClient) Acquire(ctx context.Context, in *PeerAcquireRequest, opts ...grpc.CallOption) (*PeerAcquireResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -115,6 +135,12 @@ func (c *peerClient) Handoff(ctx context.Context, in *HandoffRequest, opts ...gr
 type PeerServer interface {
 	// Check applies forwarded items on the node that owns their keys.
 	Check(context.Context, *PeerCheckRequest) (*PeerCheckResponse, error)
+	// CheckStream carries Check calls on one long-lived stream, sparing each
+	// the cost of a call: each message has an id and is answered under it,
+	// not necessarily in order. A node that predates it answers
+	// UNIMPLEMENTED, and its peers use Check. On shutdown the node sends
+	// drain, answers what it received, and ends the stream.
+	CheckStream(grpc.BidiStreamingServer[PeerCheckStreamRequest, PeerCheckStreamResponse]) error
 	// Acquire takes a concurrency lease on the owner.
 	Acquire(context.Context, *PeerAcquireRequest) (*PeerAcquireResponse, error)
 	// Release returns a concurrency lease on the owner.
@@ -137,6 +163,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) Check(context.Context, *PeerCheckRequest) (*PeerCheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedPeerServer) CheckStream(grpc.BidiStreamingServer[PeerCheckStreamRequest, PeerCheckStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method CheckStream not implemented")
 }
 func (UnimplementedPeerServer) Acquire(context.Context, *PeerAcquireRequest) (*PeerAcquireResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Acquire not implemented")
@@ -188,6 +217,13 @@ func _Peer_Check_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Peer_CheckStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).CheckStream(&grpc.GenericServerStream[PeerCheckStreamRequest, PeerCheckStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_CheckStreamServer = grpc.BidiStreamingServer[PeerCheckStreamRequest, PeerCheckStreamResponse]
 
 func _Peer_Acquire_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PeerAcquireRequest)
@@ -289,6 +325,13 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Peer_Handoff_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CheckStream",
+			Handler:       _Peer_CheckStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "sluice/v1/peer.proto",
 }

@@ -1,0 +1,169 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+)
+
+// errNoCheckStream fails the calls on a stream to a peer that predates
+// Peer.CheckStream; they were not applied, and go again as unary calls.
+var errNoCheckStream = errors.New("transport: peer has no CheckStream")
+
+// checkMux carries one peer's Check calls on one Peer.CheckStream, which
+// spares each call the cost of a unary RPC (its HTTP/2 headers, a stream,
+// a goroutine on the server). Each call is a message with an id, answered
+// under it; the batcher above still decides what goes in a call. A stream
+// that breaks fails its calls in flight (as a broken connection fails
+// unary calls), and the next call opens a new one. When the peer drains,
+// the stream is closed for sending and its answers still read. A peer that
+// answers UNIMPLEMENTED (an older node) gets unary calls from then on.
+type checkMux struct {
+	p *peerConn
+
+	mu     sync.Mutex
+	st     *muxStream // nil until opened, or after it broke or drained
+	unary  bool       // the peer has no CheckStream
+	nextID uint64
+}
+
+// muxStream is one CheckStream; waiting and done are guarded by
+// checkMux.mu.
+type muxStream struct {
+	stream  sluicev1.Peer_CheckStreamClient
+	cancel  context.CancelFunc
+	sendMu  sync.Mutex // a stream's Send and CloseSend are not concurrent-safe
+	waiting map[uint64]chan muxReply
+	done    bool // broken or draining: no new calls
+}
+
+type muxReply struct {
+	resp *sluicev1.PeerCheckResponse
+	err  error
+}
+
+// call makes one Check call, on the stream if the peer has one.
+func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) (*sluicev1.PeerCheckResponse, error) {
+	m.mu.Lock()
+	if m.unary {
+		m.mu.Unlock()
+		return m.p.rpc.Check(ctx, req)
+	}
+	s := m.st
+	if s == nil || s.done {
+		var err error
+		if s, err = m.open(); err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		m.st = s
+	}
+	id := m.nextID
+	m.nextID++
+	ch := make(chan muxReply, 1)
+	s.waiting[id] = ch
+	m.mu.Unlock()
+
+	s.sendMu.Lock()
+	// A failed Send means the stream has ended: its receiver learns why
+	// from Recv and answers ch.
+	_ = s.stream.Send(&sluicev1.PeerCheckStreamRequest{Id: id, Request: req})
+	s.sendMu.Unlock()
+	select {
+	case r := <-ch:
+		if errors.Is(r.err, errNoCheckStream) {
+			return m.p.rpc.Check(ctx, req)
+		}
+		return r.resp, r.err
+	case <-ctx.Done():
+		m.mu.Lock()
+		if s.waiting != nil {
+			delete(s.waiting, id)
+		}
+		m.mu.Unlock()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// open starts a stream and its receiver. m.mu is held.
+func (m *checkMux) open() (*muxStream, error) {
+	ctx, cancel := context.WithCancel(m.p.c.ctx)
+	st, err := m.p.rpc.CheckStream(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &muxStream{stream: st, cancel: cancel, waiting: map[uint64]chan muxReply{}}
+	m.p.c.wg.Add(1)
+	go m.receive(s)
+	return s, nil
+}
+
+// receive answers the calls of s until its stream ends.
+func (m *checkMux) receive(s *muxStream) {
+	defer m.p.c.wg.Done()
+	defer s.cancel()
+	for {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			m.end(s, err)
+			return
+		}
+		if resp.GetDrain() {
+			m.mu.Lock()
+			s.done = true
+			if m.st == s {
+				m.st = nil
+			}
+			m.mu.Unlock()
+			s.sendMu.Lock()
+			_ = s.stream.CloseSend()
+			s.sendMu.Unlock()
+			continue
+		}
+		m.mu.Lock()
+		ch := s.waiting[resp.GetId()]
+		delete(s.waiting, resp.GetId())
+		m.mu.Unlock()
+		if ch == nil {
+			continue // its caller gave up
+		}
+		if c := codes.Code(resp.GetCode()); c != codes.OK {
+			ch <- muxReply{err: status.Error(c, resp.GetMessage())}
+		} else {
+			ch <- muxReply{resp: resp.GetResponse()}
+		}
+	}
+}
+
+// end fails the calls still waiting on s, whose stream ended with err.
+func (m *checkMux) end(s *muxStream, err error) {
+	m.mu.Lock()
+	s.done = true
+	if m.st == s {
+		m.st = nil
+	}
+	waiting := s.waiting
+	s.waiting = nil
+	switch status.Code(err) {
+	case codes.Unimplemented:
+		m.unary = true
+		err = errNoCheckStream
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
+		err = status.Error(status.Code(err), fmt.Sprintf("peer stream ended: %v", err))
+	default:
+		// io.EOF after a drain, or a transport error: these calls got
+		// no answer, so they count as the peer being unavailable.
+		err = status.Error(codes.Unavailable, fmt.Sprintf("peer stream ended: %v", err))
+	}
+	m.mu.Unlock()
+	for _, ch := range waiting {
+		ch <- muxReply{err: err}
+	}
+}
