@@ -292,9 +292,15 @@ func TestProcessKillFallback(t *testing.T) {
 		t.Logf("%s: fallback answer in %s (CLI process included)", k, took)
 	}
 	start := time.Now()
+	// Each node learns of c's death on its own: wait until both a (which
+	// answers the checks below) and b have dropped it.
 	waitUntil(t, "the ring moves c's keys", func() bool {
-		_, source, owner, _ := checkJSON(t, b.grpc, onC[0])
-		return source == "owner" && owner != "c"
+		for _, addr := range []string{a.grpc, b.grpc} {
+			if _, source, owner, _ := checkJSON(t, addr, onC[0]); source != "owner" || owner == "c" {
+				return false
+			}
+		}
+		return true
 	})
 	t.Logf("keys moved to a live owner %s after the kill", time.Since(start))
 	for _, k := range onC {
