@@ -85,19 +85,19 @@ type Client struct {
 	dialOpts []grpc.DialOption
 
 	// Routing (see route.go and stream.go).
-	ctx            context.Context // cancelled by Close
-	cancel         context.CancelFunc
-	wg             sync.WaitGroup
-	maxBatch       int
-	maxInflight    int
-	refreshEvery   time.Duration
-	kickCh         chan struct{}
-	table          atomic.Pointer[table]
-	rr             atomic.Uint64
-	stats          streamStats
-	lastRefreshErr atomic.Value // string
-	seeds          []*nodeStream
-	firstRefresh   chan struct{} // closed once the first refresh is over
+	ctx          context.Context // cancelled by Close
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	maxBatch     int
+	maxInflight  int
+	refreshEvery time.Duration
+	kickCh       chan struct{}
+	table        atomic.Pointer[table]
+	rr           atomic.Uint64
+	stats        streamStats
+	refreshErr   atomic.Value // string: the last refresh's error, "" after a success
+	seeds        []*nodeStream
+	firstRefresh chan struct{} // closed once the first refresh is over
 
 	mu      sync.Mutex
 	closed  bool
@@ -208,6 +208,9 @@ type Stats struct {
 	Refreshes int64
 	// Members is the number of nodes on the client's ring (0 until known).
 	Members int
+	// RefreshError is why the last membership refresh failed, "" if it
+	// succeeded (checks then go to the seeds or to a stale ring).
+	RefreshError string
 }
 
 // Stats returns the transport's counters.
@@ -217,6 +220,7 @@ func (c *Client) Stats() Stats {
 	if t := c.table.Load(); t != nil && t.ring != nil {
 		s.Members = t.ring.Len()
 	}
+	s.RefreshError, _ = c.refreshErr.Load().(string)
 	return s
 }
 
@@ -601,7 +605,8 @@ type protoItem struct {
 	dur   durationpb.Duration
 }
 
-// set fills p like toProtoItem and returns its item.
+// set fills p with a check of cost units of key under policy or l and
+// returns its item.
 func (p *protoItem) set(key, policy string, l *Limit, cost int64) *sluicev1.CheckItem {
 	p.cost = cost
 	p.item.Key, p.item.Cost = key, &p.cost
@@ -620,13 +625,7 @@ func (p *protoItem) set(key, policy string, l *Limit, cost int64) *sluicev1.Chec
 }
 
 func toProtoItem(key, policy string, l *Limit, cost int64) *sluicev1.CheckItem {
-	it := &sluicev1.CheckItem{Key: key, Cost: &cost}
-	if policy != "" {
-		it.Spec = &sluicev1.CheckItem_Policy{Policy: policy}
-	} else {
-		it.Spec = &sluicev1.CheckItem_Limit{Limit: toProtoLimit(l)}
-	}
-	return it
+	return new(protoItem).set(key, policy, l, cost)
 }
 
 func fromProtoResult(r *sluicev1.CheckResult) Result {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -114,8 +115,10 @@ func (c *Client) refreshLoop() {
 	first := true
 	for {
 		ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
-		if err := c.refresh(ctx); err != nil && c.ctx.Err() == nil {
-			c.lastRefreshErr.Store(err.Error())
+		if err := c.refresh(ctx); err == nil {
+			c.refreshErr.Store("")
+		} else if c.ctx.Err() == nil {
+			c.refreshErr.Store(err.Error())
 		}
 		cancel()
 		if first {
@@ -167,7 +170,7 @@ func (c *Client) refresh(ctx context.Context) error {
 		fmt.Fprintf(&fp, ";%s=%s", m.Name, m.GRPCAddr)
 	}
 	old := c.table.Load()
-	if old.ring != nil && old.fingerprint == fp.String() && maps2Equal(old.policies, resp.GetPolicies()) {
+	if old.ring != nil && old.fingerprint == fp.String() && maps.Equal(old.policies, resp.GetPolicies()) {
 		return nil
 	}
 	var r *ring.Ring
@@ -201,18 +204,6 @@ func (c *Client) refresh(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func maps2Equal(a, b map[string]sluicev1.Algorithm) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // streamLocked returns the stream to name at addr, creating it. c.mu is

@@ -161,6 +161,9 @@ func TestRoutesToOwners(t *testing.T) {
 	if st.Misrouted != 0 {
 		t.Fatalf("%d checks went to a node that had to forward them; want 0 (stats %+v)", st.Misrouted, st)
 	}
+	if st.RefreshError != "" {
+		t.Fatalf("membership refresh failed: %s", st.RefreshError)
+	}
 }
 
 // Concurrent checks share messages: with one message in flight per node,
@@ -292,41 +295,59 @@ func TestReroutesWhenRingChanges(t *testing.T) {
 func TestNodeLeavingUnderLoad(t *testing.T) {
 	tc := newCluster(t, 3)
 	c := newClient(t, client.Config{Addrs: tc.addrs()})
+	l := startLoad(c)
+	waitFor(t, 10*time.Second, "load", func() bool { return l.checks.Load() > 500 })
+	tc.stop("n2")
+	at := l.checks.Load()
+	waitFor(t, 10*time.Second, "the client to drop n2", func() bool { return c.Stats().Members == 2 })
+	waitFor(t, 10*time.Second, "more load", func() bool { return l.checks.Load() > at+500 })
+	l.stop()
+	if l.fails.Load() != 0 {
+		t.Fatalf("%d of %d checks failed; first: %v", l.fails.Load(), l.checks.Load(), l.firstErr.Load())
+	}
+	t.Logf("%d checks, stats %+v", l.checks.Load(), c.Stats())
+}
+
+// load is 8 goroutines checking 200 keys through c until stop.
+type load struct {
+	cancel                   context.CancelFunc
+	wg                       sync.WaitGroup
+	checks, fails, fallbacks atomic.Int64
+	firstErr                 atomic.Value
+}
+
+func startLoad(c *client.Client) *load {
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var checks, fails atomic.Int64
-	var firstErr atomic.Value
+	l := &load{cancel: cancel}
 	for w := 0; w < 8; w++ {
-		wg.Add(1)
+		l.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer l.wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
 				res, err := c.Check(ctx, client.Item{Key: fmt.Sprintf("k%d", (w*7919+i)%200), Limit: client.Limit{Limit: 1e6, Period: time.Second}})
 				if ctx.Err() != nil {
 					return
 				}
-				checks.Add(1)
+				l.checks.Add(1)
 				if err == nil && res[0].Err != nil {
 					err = res[0].Err
 				}
-				if err != nil {
-					fails.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+				switch {
+				case err != nil:
+					l.fails.Add(1)
+					l.firstErr.CompareAndSwap(nil, err)
+				case res[0].Source == "fallback":
+					l.fallbacks.Add(1)
 				}
 			}
 		}()
 	}
-	waitFor(t, 10*time.Second, "load", func() bool { return checks.Load() > 500 })
-	tc.stop("n2")
-	at := checks.Load()
-	waitFor(t, 10*time.Second, "the client to drop n2", func() bool { return c.Stats().Members == 2 })
-	waitFor(t, 10*time.Second, "more load", func() bool { return checks.Load() > at+500 })
-	cancel()
-	wg.Wait()
-	if fails.Load() != 0 {
-		t.Fatalf("%d of %d checks failed; first: %v", fails.Load(), checks.Load(), firstErr.Load())
-	}
-	t.Logf("%d checks, stats %+v", checks.Load(), c.Stats())
+	return l
+}
+
+func (l *load) stop() {
+	l.cancel()
+	l.wg.Wait()
 }
 
 // A call whose items go to several nodes fails as a whole on bad input,
@@ -364,43 +385,15 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func TestNodeCrashUnderLoad(t *testing.T) {
 	tc := newCluster(t, 3)
 	c := newClient(t, client.Config{Addrs: tc.addrs()})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var checks, fails, fallback atomic.Int64
-	var firstErr atomic.Value
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				res, err := c.Check(ctx, client.Item{Key: fmt.Sprintf("k%d", (w*7919+i)%200), Limit: client.Limit{Limit: 1e6, Period: time.Second}})
-				if ctx.Err() != nil {
-					return
-				}
-				checks.Add(1)
-				if err == nil && res[0].Err != nil {
-					err = res[0].Err
-				}
-				if err != nil {
-					fails.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-					continue
-				}
-				if res[0].Source == "fallback" {
-					fallback.Add(1)
-				}
-			}
-		}()
-	}
-	waitFor(t, 10*time.Second, "load", func() bool { return checks.Load() > 500 })
+	l := startLoad(c)
+	waitFor(t, 10*time.Second, "load", func() bool { return l.checks.Load() > 500 })
 	tc.nodes[2].Inject(node.FaultCrash)
 	waitFor(t, 30*time.Second, "the client to drop the crashed node", func() bool { return c.Stats().Members == 2 })
-	at := checks.Load()
-	waitFor(t, 10*time.Second, "more load", func() bool { return checks.Load() > at+500 })
-	cancel()
-	wg.Wait()
-	if fails.Load() != 0 {
-		t.Fatalf("%d of %d checks failed; first: %v", fails.Load(), checks.Load(), firstErr.Load())
+	at := l.checks.Load()
+	waitFor(t, 10*time.Second, "more load", func() bool { return l.checks.Load() > at+500 })
+	l.stop()
+	if l.fails.Load() != 0 {
+		t.Fatalf("%d of %d checks failed; first: %v", l.fails.Load(), l.checks.Load(), l.firstErr.Load())
 	}
-	t.Logf("%d checks (%d from fallback), stats %+v", checks.Load(), fallback.Load(), c.Stats())
+	t.Logf("%d checks (%d from fallback), stats %+v", l.checks.Load(), l.fallbacks.Load(), c.Stats())
 }

@@ -16,34 +16,56 @@ import (
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
-// CheckStream answers batches of checks on one long-lived stream. Each
-// message is decided in a goroutine of its own, so a batch that waits on
-// another node (a key mid-handoff, an owner not answering) does not hold up
-// the batches behind it; responses go out as they are ready, under a lock
-// (a stream's Send is not safe for concurrent use). The handler returns
-// once the client has closed its side and every batch has been answered.
+// CheckStream answers batches of checks on one long-lived stream (see
+// serveBatches).
 func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamServer) error {
 	ctx := stream.Context()
+	recv := func() (*sluicev1.CheckStreamRequest, error) {
+		req := sluicev1.CheckStreamRequestFromVTPool()
+		if err := stream.RecvMsg(req); err != nil {
+			req.ReturnToVTPool()
+			return nil, err
+		}
+		return req, nil
+	}
+	handle := func(req *sluicev1.CheckStreamRequest) *sluicev1.CheckStreamResponse {
+		defer since(s.obsStream, time.Now())
+		resp := s.checkBatch(ctx, req)
+		req.ReturnToVTPool()
+		return resp
+	}
+	return serveBatches(recv, stream.Send, s.drain, &sluicev1.CheckStreamResponse{Drain: true}, handle)
+}
+
+// serveBatches is the server side of a stream of batches (CheckStream and
+// Peer.CheckStream): each message is handled in a goroutine of its own, so
+// a batch that waits on another node (a key mid-handoff, an owner not
+// answering) does not hold up the batches behind it, and answers go out as
+// they are ready, under a lock (a stream's Send is not safe for concurrent
+// use). When drain ends (nil: never), drainMsg asks the client to close its
+// side; serveBatches returns once the client has closed it and every batch
+// has been answered.
+func serveBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error, drain context.Context, drainMsg Resp, handle func(Req) Resp) error {
 	var (
 		wg      sync.WaitGroup
 		sendMu  sync.Mutex
 		sendErr error
 	)
-	defer wg.Wait()
-	// On DrainStreams, ask the client to close its side: the loop below
-	// then reads io.EOF and returns once every batch is answered.
-	stop := context.AfterFunc(s.drain, func() {
+	sendOne := func(m Resp) {
 		sendMu.Lock()
 		if sendErr == nil {
-			sendErr = stream.Send(&sluicev1.CheckStreamResponse{Drain: true})
+			sendErr = send(m)
 		}
 		sendMu.Unlock()
-	})
-	defer stop()
+	}
+	defer wg.Wait()
+	if drain != nil {
+		stop := context.AfterFunc(drain, func() { sendOne(drainMsg) })
+		defer stop()
+	}
 	for {
-		req := sluicev1.CheckStreamRequestFromVTPool()
-		if err := stream.RecvMsg(req); err != nil {
-			req.ReturnToVTPool()
+		req, err := recv()
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -52,15 +74,7 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start := time.Now()
-			resp := s.checkBatch(ctx, req)
-			req.ReturnToVTPool()
-			sendMu.Lock()
-			if sendErr == nil {
-				sendErr = stream.Send(resp)
-			}
-			sendMu.Unlock()
-			s.obsStream.Observe(time.Since(start).Seconds())
+			sendOne(handle(req))
 		}()
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/sluice-rl/sluice/client"
@@ -118,17 +117,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer t.Close()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	s, runErr := bench.Run(ctx, cfg, t)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+)
+
+// startCPUProfile writes a CPU profile to path (the --cpuprofile flag of
+// serve and bench) until the returned stop is called; an empty path
+// profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
