@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
@@ -57,12 +58,26 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) (*s
 	}
 	s := m.st
 	if s == nil || s.done {
-		var err error
-		if s, err = m.open(); err != nil {
-			m.mu.Unlock()
+		// Wait for the connection under the caller's deadline, not under
+		// the lock: a new stream lives as long as the client, so opening
+		// it must not block on a peer that does not answer.
+		m.mu.Unlock()
+		if err := m.ready(ctx); err != nil {
 			return nil, err
 		}
-		m.st = s
+		m.mu.Lock()
+		if m.unary {
+			m.mu.Unlock()
+			return m.p.rpc.Check(ctx, req)
+		}
+		if s = m.st; s == nil || s.done {
+			var err error
+			if s, err = m.open(); err != nil {
+				m.mu.Unlock()
+				return nil, err
+			}
+			m.st = s
+		}
 	}
 	id := m.nextID
 	m.nextID++
@@ -91,7 +106,30 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) (*s
 	}
 }
 
-// open starts a stream and its receiver. m.mu is held.
+// ready waits until the peer's connection is up, as a unary call without
+// WaitForReady would: it fails at once (UNAVAILABLE) on a connection in
+// TRANSIENT_FAILURE, and waits through CONNECTING until ctx ends.
+func (m *checkMux) ready(ctx context.Context) error {
+	cc := m.p.cc
+	for {
+		switch st := cc.GetState(); st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return status.Errorf(codes.Unavailable, "peer connection is %s", st)
+		default:
+			if st == connectivity.Idle {
+				cc.Connect()
+			}
+			if !cc.WaitForStateChange(ctx, st) {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+		}
+	}
+}
+
+// open starts a stream and its receiver. m.mu is held; the connection was
+// ready a moment ago.
 func (m *checkMux) open() (*muxStream, error) {
 	ctx, cancel := context.WithCancel(m.p.c.ctx)
 	st, err := m.p.rpc.CheckStream(ctx)
