@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluice-rl/sluice/api"
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/version"
@@ -31,7 +32,8 @@ type Node struct {
 	cluster  *cluster.Cluster
 	peers    *transport.PeerClient
 	pm       *transport.PeerMetrics
-	grpc     *transport.GRPC
+	grpc     *api.GRPC
+	peerSrv  *transport.Server
 	http     *http.Server
 	grpcLn   net.Listener
 	httpLn   net.Listener
@@ -130,17 +132,22 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
-	tm, err := transport.NewMetrics(reg)
+	tm, err := api.NewMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.grpc, err = transport.NewGRPC(transport.GRPCConfig{Service: n.limiter, Metrics: tm}); err != nil {
+	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	transport.RegisterPeerOn(n.grpc, n.limiter, cfg.NodeName, pm)
-	transport.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
+	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
+	// The peer service has a registration of its own, on the same server
+	// for now: it is what peer-only authentication will fence.
+	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: cfg.NodeName, Metrics: pm}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.peerSrv.Register(n.grpc.Server)
 	n.http = &http.Server{
-		Handler: transport.NewHTTPHandler(transport.HTTPConfig{
+		Handler: api.NewHTTPHandler(api.HTTPConfig{
 			Checker:  n.limiter,
 			Gatherer: reg,
 			Metrics:  tm,
@@ -204,23 +211,23 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 }
 
 // members lists the members for the Membership API.
-func (n *Node) members() []transport.MemberInfo {
+func (n *Node) members() []api.MemberInfo {
 	s := n.cluster.Snapshot()
 	r := n.limiter.Ring()
 	var shares map[string]float64
 	if r != nil {
 		shares = r.Shares()
 	}
-	out := make([]transport.MemberInfo, 0, len(s.Members))
+	out := make([]api.MemberInfo, 0, len(s.Members))
 	for _, m := range s.Members {
-		out = append(out, transport.MemberInfo{Name: m.Name, GossipAddr: m.GossipAddr, GRPCAddr: m.GRPCAddr,
+		out = append(out, api.MemberInfo{Name: m.Name, GossipAddr: m.GossipAddr, GRPCAddr: m.GRPCAddr,
 			State: m.State.String(), Version: m.Version, RingShare: shares[m.Name]})
 	}
 	return out
 }
 
 // topology tells clients how to compute owners (the Membership API).
-func (n *Node) topology() transport.Topology {
+func (n *Node) topology() api.Topology {
 	set := n.limiter.Policies()
 	pols := make(map[string]bucket.Algorithm, set.Len())
 	for _, name := range set.Names() {
@@ -228,7 +235,7 @@ func (n *Node) topology() transport.Topology {
 			pols[name] = p.Limit.Algorithm
 		}
 	}
-	return transport.Topology{Ring: n.cfg.Ring.WithDefaults(), Policies: pols}
+	return api.Topology{Ring: n.cfg.Ring.WithDefaults(), Policies: pols}
 }
 
 // Name returns the node's name.
@@ -250,7 +257,7 @@ func (n *Node) Limiter() *limiter.Limiter { return n.limiter }
 func (n *Node) PeerStats() transport.PeerStats { return n.pm.Snapshot() }
 
 // Members returns the members this node sees.
-func (n *Node) Members() []transport.MemberInfo { return n.members() }
+func (n *Node) Members() []api.MemberInfo { return n.members() }
 
 // Ready reports whether the node serves, has joined its cluster, and is
 // not shutting down.
@@ -410,6 +417,7 @@ func (n *Node) shutdown() error {
 		errs = append(errs, fmt.Errorf("node: http shutdown: %w", err))
 	}
 	n.grpc.DrainStreams()
+	n.peerSrv.Drain()
 	done := make(chan struct{})
 	go func() {
 		n.grpc.Server.GracefulStop()

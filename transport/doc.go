@@ -1,6 +1,10 @@
-// Package transport owns Sluice's network APIs: the sluice.v1 gRPC service
-// (with grpc.health.v1 and reflection) and the HTTP/JSON API with its
-// RateLimit headers, health endpoints and /metrics. It translates wire
-// formats to limiter requests and limiter errors to status codes that name
-// the offending field; it makes no decisions itself.
+// Package transport carries checks to their owners: it is the limiter's
+// Peers over gRPC (sluice.v1.Peer). PeerClient implements limiter.Peers:
+// a connection per peer, concurrent Check calls coalesced onto one
+// Peer.CheckStream per peer (unary calls for peers that predate it),
+// Acquire, Release, Fetch and Handoff RPCs, and a circuit breaker per peer.
+// Server serves sluice.v1.Peer for the limiter of its node, validating
+// every request; it has a registration of its own, apart from the public
+// API (package api), so that it can be fenced from callers that are not
+// peers. The two share internal/wire and never import each other.
 package transport

@@ -976,7 +976,7 @@ func fastReconnect() []grpc.DialOption {
 func servePeerOn(t *testing.T, lis net.Listener, name string, svc PeerService) {
 	t.Helper()
 	s := grpc.NewServer()
-	RegisterPeer(s, svc, name, nil)
+	registerPeer(t, s, svc, name, nil)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

@@ -50,7 +50,7 @@ func TestPeerConvertKeyStateRoundTrip(t *testing.T) {
 			}
 			var got store.Entry
 			if fe := fromKeyState(&got, &wire); fe != nil {
-				t.Fatalf("fromKeyState: %s: %s", fe.field, fe.reason)
+				t.Fatalf("fromKeyState: %s: %s", fe.Field, fe.Reason)
 			}
 			if !reflect.DeepEqual(got, e) {
 				t.Errorf("round trip:\n got %+v\nwant %+v", got, e)
@@ -73,7 +73,7 @@ func TestPeerConvertItemRoundTrip(t *testing.T) {
 		toPeerItem(&it, &lim, &f)
 		var got limiter.Forwarded
 		if fe := fromPeerItem(&got, &it); fe != nil {
-			t.Fatalf("%+v: %s: %s", f, fe.field, fe.reason)
+			t.Fatalf("%+v: %s: %s", f, fe.Field, fe.Reason)
 		}
 		if got != f {
 			t.Errorf("round trip: got %+v, want %+v", got, f)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 	"github.com/sluice-rl/sluice/store"
@@ -43,25 +44,23 @@ const (
 	maxPeerHops = 16
 )
 
-// PeerServerMetrics records the latency of the peer calls a node serves.
-// Both metric sets implement it: *Metrics (as
-// sluice_request_duration_seconds{transport="peer",method}) and
-// *PeerMetrics (as sluice_peer_served_duration_seconds{method}). nil, or a
-// nil pointer of either, records nothing.
-type PeerServerMetrics interface {
-	peerServedObserver(method string) prometheus.Observer
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Service answers the peer calls; (*limiter.Limiter) satisfies it.
+	// Required.
+	Service PeerService
+	// Self is this node's name, returned as the owner of every answer.
+	// Required.
+	Self string
+	// Metrics records the latency of the calls served, as
+	// sluice_peer_served_duration_seconds{method}; nil records nothing.
+	Metrics *PeerMetrics
 }
 
-func (m *Metrics) peerServedObserver(method string) prometheus.Observer {
-	if m == nil {
-		return nopObserver{}
-	}
-	return m.observer("peer", method)
-}
-
-// RegisterPeer registers the node-to-node service sluice.v1.Peer on s,
-// served by svc. name is this node's name, returned as the owner of every
-// answer. m records call latency; nil records nothing.
+// Server serves the node-to-node service sluice.v1.Peer. It is registered
+// on a gRPC server of its own registration (Register), apart from the
+// public API, so that a node can put it on its own listener or behind
+// peer-only authentication.
 //
 // A zero Acquire ttl_ns means limiter.DefaultLeaseTTL.
 //
@@ -71,27 +70,35 @@ func (m *Metrics) peerServedObserver(method string) prometheus.Observer {
 // the same request; the valid items are applied. Acquire, Release, Fetch
 // and Handoff fail the whole call with InvalidArgument (and a BadRequest
 // detail) on bad input.
-func RegisterPeer(s *grpc.Server, svc PeerService, name string, m PeerServerMetrics) {
-	registerPeer(s, svc, name, m, nil)
+type Server struct {
+	ps    *peerServer
+	drain context.CancelFunc
 }
 
-// RegisterPeerOn registers sluice.v1.Peer on g's server; g.DrainStreams
-// then also drains the peers' CheckStreams.
-func RegisterPeerOn(g *GRPC, svc PeerService, name string, m PeerServerMetrics) {
-	registerPeer(g.Server, svc, name, m, g.drainCtx)
-}
-
-func registerPeer(s *grpc.Server, svc PeerService, name string, m PeerServerMetrics, drain context.Context) {
-	ps := &peerServer{svc: svc, name: name, drain: drain}
-	for i, method := range peerMethods {
-		if m != nil {
-			ps.obs[i] = m.peerServedObserver(method)
-		} else {
-			ps.obs[i] = nopObserver{}
-		}
+// NewServer builds the peer service.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	switch {
+	case cfg.Service == nil:
+		return nil, fmt.Errorf("%w: Service: is required", ErrInvalidConfig)
+	case cfg.Self == "":
+		return nil, fmt.Errorf("%w: Self: must not be empty", ErrInvalidConfig)
 	}
-	sluicev1.RegisterPeerServer(s, ps)
+	drainCtx, drain := context.WithCancel(context.Background())
+	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx}
+	for i, method := range peerMethods {
+		ps.obs[i] = cfg.Metrics.peerServedObserver(method)
+	}
+	return &Server{ps: ps, drain: drain}, nil
 }
+
+// Register registers sluice.v1.Peer on r. Call it before r serves.
+func (s *Server) Register(r grpc.ServiceRegistrar) { sluicev1.RegisterPeerServer(r, s.ps) }
+
+// Drain asks every peer with an open Peer.CheckStream, and every peer
+// that opens one later, to close it; the calls it sent are still
+// answered. Call it before the gRPC server's GracefulStop, which waits for
+// streams to end.
+func (s *Server) Drain() { s.drain() }
 
 // The peer methods, indexing per-method metrics.
 const (
@@ -104,10 +111,6 @@ const (
 )
 
 var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff"}
-
-type nopObserver struct{}
-
-func (nopObserver) Observe(float64) {}
 
 // peerServer implements sluicev1.PeerServer over a PeerService.
 type peerServer struct {
@@ -127,7 +130,7 @@ func (s *peerServer) observe(method int, start time.Time) {
 // peerHops validates a request's hop count.
 func peerHops(h uint32) (int, error) {
 	if h > maxPeerHops {
-		return 0, invalidArgument("hops", fmt.Sprintf("%d, at most %d", h, maxPeerHops))
+		return 0, wire.InvalidArgument("hops", fmt.Sprintf("%d, at most %d", h, maxPeerHops))
 	}
 	return int(h), nil
 }
@@ -151,7 +154,7 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 	}
 	items := req.GetItems()
 	if len(items) > MaxPeerBatch {
-		return nil, invalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), MaxPeerBatch))
+		return nil, wire.InvalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), MaxPeerBatch))
 	}
 	resp := &sluicev1.PeerCheckResponse{Owner: s.name}
 	if len(items) == 0 {
@@ -165,8 +168,8 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 			if bad == nil {
 				bad = make(map[int]error)
 			}
-			field := peerFieldPath(fmt.Sprintf("items[%d]", i), fe.field)
-			bad[i] = status.Error(codes.InvalidArgument, field+": "+fe.reason)
+			field := peerFieldPath(fmt.Sprintf("items[%d]", i), fe.Field)
+			bad[i] = status.Error(codes.InvalidArgument, field+": "+fe.Reason)
 		}
 	}
 	if bad == nil {
@@ -206,10 +209,10 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 func singleItem(it *sluicev1.PeerItem) (limiter.Forwarded, error) {
 	var f limiter.Forwarded
 	if it == nil {
-		return f, invalidArgument("item", "is required")
+		return f, wire.InvalidArgument("item", "is required")
 	}
 	if fe := fromPeerItem(&f, it); fe != nil {
-		return f, invalidArgument(peerFieldPath("item", fe.field), fe.reason)
+		return f, wire.InvalidArgument(peerFieldPath("item", fe.Field), fe.Reason)
 	}
 	return f, nil
 }
@@ -229,9 +232,9 @@ func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireReque
 	case ttl == 0:
 		ttl = limiter.DefaultLeaseTTL
 	case ttl < 0:
-		return nil, invalidArgument("ttl_ns", "must be >= 0")
+		return nil, wire.InvalidArgument("ttl_ns", "must be >= 0")
 	case ttl > limiter.MaxLeaseTTL:
-		return nil, invalidArgument("ttl_ns", fmt.Sprintf("must be <= %v", limiter.MaxLeaseTTL))
+		return nil, wire.InvalidArgument("ttl_ns", fmt.Sprintf("must be <= %v", limiter.MaxLeaseTTL))
 	}
 	ans, id := s.svc.AcquireForwarded(ctx, req.GetFrom(), hops, f, ttl)
 	return &sluicev1.PeerAcquireResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), LeaseId: id}, nil
@@ -255,7 +258,7 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	defer s.observe(peerFetch, time.Now())
 	hashes := req.GetHashes()
 	if len(hashes) > maxPeerHashes {
-		return nil, invalidArgument("hashes", fmt.Sprintf("%d hashes, at most %d per call", len(hashes), maxPeerHashes))
+		return nil, wire.InvalidArgument("hashes", fmt.Sprintf("%d hashes, at most %d per call", len(hashes), maxPeerHashes))
 	}
 	resp := &sluicev1.FetchResponse{}
 	if len(hashes) == 0 {
@@ -276,7 +279,7 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 	entries := make([]store.Entry, len(states))
 	for i, ks := range states {
 		if fe := fromKeyState(&entries[i], ks); fe != nil {
-			return nil, invalidArgument(peerFieldPath(fmt.Sprintf("states[%d]", i), fe.field), fe.reason)
+			return nil, wire.InvalidArgument(peerFieldPath(fmt.Sprintf("states[%d]", i), fe.Field), fe.Reason)
 		}
 	}
 	var done []int
@@ -284,7 +287,7 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 		done = make([]int, len(dp))
 		for i, p := range dp {
 			if p < 0 {
-				return nil, invalidArgument(fmt.Sprintf("done_partitions[%d]", i), "must be >= 0")
+				return nil, wire.InvalidArgument(fmt.Sprintf("done_partitions[%d]", i), "must be >= 0")
 			}
 			done[i] = int(p)
 		}

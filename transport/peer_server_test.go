@@ -141,7 +141,7 @@ func (f *fakePeer) checkStats() (rpcs, items int) {
 // reach it. The server stops at cleanup.
 func startPeerServer(t testing.TB, name string, svc PeerService) (ring.Member, *grpc.Server) {
 	t.Helper()
-	m, err := NewMetrics(nil)
+	m, err := NewPeerMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,14 +149,14 @@ func startPeerServer(t testing.TB, name string, svc PeerService) (ring.Member, *
 }
 
 // startPeerServerWith is startPeerServer recording on m.
-func startPeerServerWith(t testing.TB, name string, svc PeerService, m PeerServerMetrics) (ring.Member, *grpc.Server) {
+func startPeerServerWith(t testing.TB, name string, svc PeerService, m *PeerMetrics) (ring.Member, *grpc.Server) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	RegisterPeer(s, svc, name, m)
+	registerPeer(t, s, svc, name, m)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -347,13 +347,36 @@ func TestPeerServerRejectsBadRequests(t *testing.T) {
 }
 
 func TestPeerServerMetricsNil(t *testing.T) {
-	// Every form of "no metrics" is accepted and records nothing.
-	for _, m := range []PeerServerMetrics{nil, (*Metrics)(nil), (*PeerMetrics)(nil)} {
-		s := grpc.NewServer()
-		RegisterPeer(s, newFakePeer(t, store.Config{}), "owner", m)
-		if m != nil {
-			m.peerServedObserver("Check").Observe(1)
+	// No metrics is accepted and records nothing.
+	var m *PeerMetrics
+	s := grpc.NewServer()
+	registerPeer(t, s, newFakePeer(t, store.Config{}), "owner", m)
+	m.peerServedObserver("Check").Observe(1)
+	s.Stop()
+}
+
+func TestNewServerBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   ServerConfig
+		field string
+	}{
+		{"no service", ServerConfig{Self: "a"}, "Service"},
+		{"no name", ServerConfig{Service: newFakePeer(t, store.Config{})}, "Self"},
+	} {
+		_, err := NewServer(tc.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field+":") {
+			t.Errorf("%s: err %v, want ErrInvalidConfig naming %s", tc.name, err, tc.field)
 		}
-		s.Stop()
 	}
+}
+
+// registerPeer registers a peer Server for svc on s.
+func registerPeer(t testing.TB, s *grpc.Server, svc PeerService, name string, m *PeerMetrics) {
+	t.Helper()
+	ps, err := NewServer(ServerConfig{Service: svc, Self: name, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Register(s)
 }

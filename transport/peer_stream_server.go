@@ -3,11 +3,12 @@ package transport
 import (
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
 // CheckStream serves the peers' Check calls on one stream (see
-// serveBatches): each message is decided as Check would decide it and
+// wire.ServeBatches): each message is decided as Check would decide it and
 // answered under its id, with Check's error, if any, in code and message.
 func (s *peerServer) CheckStream(stream sluicev1.Peer_CheckStreamServer) error {
 	ctx := stream.Context()
@@ -22,5 +23,5 @@ func (s *peerServer) CheckStream(stream sluicev1.Peer_CheckStreamServer) error {
 		}
 		return out
 	}
-	return serveBatches(stream.Recv, stream.Send, s.drain, &sluicev1.PeerCheckStreamResponse{Drain: true}, handle)
+	return wire.ServeBatches(stream.Recv, stream.Send, s.drain, &sluicev1.PeerCheckStreamResponse{Drain: true}, handle)
 }

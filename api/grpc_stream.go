@@ -1,17 +1,16 @@
-package transport
+package api
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
@@ -34,49 +33,7 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 		req.ReturnToVTPool()
 		return resp
 	}
-	return serveBatches(recv, stream.Send, s.drain, &sluicev1.CheckStreamResponse{Drain: true}, handle)
-}
-
-// serveBatches is the server side of a stream of batches (CheckStream and
-// Peer.CheckStream): each message is handled in a goroutine of its own, so
-// a batch that waits on another node (a key mid-handoff, an owner not
-// answering) does not hold up the batches behind it, and answers go out as
-// they are ready, under a lock (a stream's Send is not safe for concurrent
-// use). When drain ends (nil: never), drainMsg asks the client to close its
-// side; serveBatches returns once the client has closed it and every batch
-// has been answered.
-func serveBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error, drain context.Context, drainMsg Resp, handle func(Req) Resp) error {
-	var (
-		wg      sync.WaitGroup
-		sendMu  sync.Mutex
-		sendErr error
-	)
-	sendOne := func(m Resp) {
-		sendMu.Lock()
-		if sendErr == nil {
-			sendErr = send(m)
-		}
-		sendMu.Unlock()
-	}
-	defer wg.Wait()
-	if drain != nil {
-		stop := context.AfterFunc(drain, func() { sendOne(drainMsg) })
-		defer stop()
-	}
-	for {
-		req, err := recv()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sendOne(handle(req))
-		}()
-	}
+	return wire.ServeBatches(recv, stream.Send, s.drain, &sluicev1.CheckStreamResponse{Drain: true}, handle)
 }
 
 // checkBatch decides one stream message. Items are independent: one that
@@ -112,7 +69,7 @@ func (s *rateLimiterServer) checkBatch(ctx context.Context, req *sluicev1.CheckS
 	for i, it := range items {
 		var r limiter.Request
 		if err := fromProtoItem(&r, it.GetKey(), it.GetLimit(), it.GetPolicy(), it.Cost); err != nil {
-			out[i].Error = &sluicev1.ItemError{Code: int32(codes.InvalidArgument), Field: err.field, Message: err.reason}
+			out[i].Error = &sluicev1.ItemError{Code: int32(codes.InvalidArgument), Field: err.Field, Message: err.Reason}
 			continue
 		}
 		reqs = append(reqs, r)
@@ -158,6 +115,6 @@ func fillResult(o *sluicev1.CheckResult, durs []durationpb.Duration, r *limiter.
 	o.Source = toProtoSource(r.Source)
 	o.Owner = r.Owner
 	if r.Err != nil {
-		o.Error = &sluicev1.ItemError{Code: int32(itemCode(r.Err)), Message: r.Err.Error()}
+		o.Error = &sluicev1.ItemError{Code: int32(wire.ItemCode(r.Err)), Message: r.Err.Error()}
 	}
 }

@@ -1,4 +1,4 @@
-package transport
+package api
 
 // The HTTP/JSON API.
 //
@@ -25,75 +25,8 @@ package transport
 // deny_status (401, 403 or 429) replaces the 429 of a deny; it is also
 // accepted on a JSON POST.
 //
-// # nginx auth_request
-//
-// nginx treats only 2xx (allow), 401 and 403 (deny) as answers from an
-// auth_request subrequest; anything else, 429 included, becomes a 500. So
-// ask for deny_status=403 and turn that 403 back into a 429:
-//
-//	upstream sluice {
-//	    server 127.0.0.1:8080;
-//	    keepalive 16;
-//	}
-//
-//	server {
-//	    location /api/ {
-//	        auth_request /_sluice;
-//	        auth_request_set $sluice_retry_after $upstream_http_retry_after;
-//	        auth_request_set $sluice_ratelimit $upstream_http_ratelimit;
-//	        auth_request_set $sluice_ratelimit_policy $upstream_http_ratelimit_policy;
-//	        add_header RateLimit $sluice_ratelimit always;
-//	        add_header RateLimit-Policy $sluice_ratelimit_policy always;
-//	        error_page 403 = @sluice_denied;
-//	        proxy_pass http://backend;
-//	    }
-//
-//	    location = /_sluice {
-//	        internal;
-//	        proxy_method GET;
-//	        proxy_pass_request_body off;
-//	        proxy_set_header Content-Length "";
-//	        proxy_set_header X-Sluice-Key $binary_remote_addr;   # or $http_x_api_key, ...
-//	        proxy_http_version 1.1;
-//	        proxy_set_header Connection "";
-//	        proxy_pass http://sluice/v1/check?policy=api&key_header=X-Sluice-Key&deny_status=403;
-//	    }
-//
-//	    location @sluice_denied {
-//	        add_header Retry-After $sluice_retry_after always;
-//	        add_header RateLimit $sluice_ratelimit always;
-//	        add_header RateLimit-Policy $sluice_ratelimit_policy always;
-//	        return 429;
-//	    }
-//	}
-//
-// ($remote_addr works as well as $binary_remote_addr; the binary form is
-// shorter. The key travels in a header rather than the URL so that it needs
-// no escaping.)
-//
-// # Traefik ForwardAuth
-//
-// Traefik sends a body-less GET and, on any non-2xx answer, returns
-// Sluice's answer (429, Retry-After and RateLimit headers) to the client as
-// is. It sets X-Forwarded-For to the client address (mind trustForwardHeader
-// and the entry point's forwardedHeaders.trustedIPs, or the first value is
-// whatever the client claims):
-//
-//	http:
-//	  middlewares:
-//	    sluice-api:
-//	      forwardAuth:
-//	        address: "http://sluice:8080/v1/check?policy=api&key_header=X-Forwarded-For"
-//	        authResponseHeaders:
-//	          - RateLimit
-//	          - RateLimit-Policy
-//
-// or, as Docker labels:
-//
-//	traefik.http.middlewares.sluice-api.forwardauth.address=http://sluice:8080/v1/check?policy=api&key_header=X-Forwarded-For
-//
-// To limit per API key instead, use key_header=X-Api-Key (or whatever header
-// carries it); a missing header is a 400, which Traefik passes on.
+// How to put nginx (auth_request) or Traefik (ForwardAuth) in front of
+// these routes is in docs/proxies.md.
 
 import (
 	"bytes"

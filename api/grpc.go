@@ -1,4 +1,4 @@
-package transport
+package api
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -18,10 +17,10 @@ import (
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
-	"github.com/sluice-rl/sluice/store"
 )
 
 // Service is what the gRPC API needs from the limiter. (*limiter.Limiter
@@ -35,10 +34,6 @@ type Service interface {
 	Grant(ctx context.Context, req limiter.Request, want int64) (int64, limiter.Result, error)
 	GrantTTL() time.Duration
 }
-
-// FlowWindow is the HTTP/2 flow-control window of Sluice's gRPC servers and
-// clients, fixed (see NewGRPC).
-const FlowWindow = 1 << 20
 
 // GRPCConfig configures the gRPC API.
 type GRPCConfig struct {
@@ -84,7 +79,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	// stream of small check messages, as many syscalls as the checks
 	// themselves. 1 MiB windows are ample for check messages.
 	opts := append([]grpc.ServerOption{codec.ServerOption(),
-		grpc.InitialWindowSize(FlowWindow), grpc.InitialConnWindowSize(FlowWindow)}, cfg.ServerOptions...)
+		grpc.InitialWindowSize(wire.FlowWindow), grpc.InitialConnWindowSize(wire.FlowWindow)}, cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	drainCtx, drain := context.WithCancel(context.Background())
 	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx,
@@ -135,7 +130,7 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 	defer func() { s.obsCheck.Observe(time.Since(start).Seconds()) }()
 	items := req.GetItems()
 	if len(items) > limiter.MaxItems {
-		return nil, invalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), limiter.MaxItems))
+		return nil, wire.InvalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), limiter.MaxItems))
 	}
 	// reqs and the limiter's results are scratch: the Service keeps
 	// neither after Check returns (see Service), so they are pooled.
@@ -151,7 +146,7 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 	reqs := sc.get(len(items))
 	for i, it := range items {
 		if err := fromProtoItem(&reqs[i], it.GetKey(), it.GetLimit(), it.GetPolicy(), it.Cost); err != nil {
-			return nil, invalidArgument(fmt.Sprintf("items[%d].%s", i, err.field), err.reason)
+			return nil, wire.InvalidArgument(fmt.Sprintf("items[%d].%s", i, err.Field), err.Reason)
 		}
 	}
 	results, err := s.svc.Check(ctx, reqs, sc.res[:0])
@@ -175,14 +170,14 @@ func (s *rateLimiterServer) Acquire(ctx context.Context, req *sluicev1.AcquireRe
 	defer func() { s.obsAcquire.Observe(time.Since(start).Seconds()) }()
 	var ar limiter.AcquireRequest
 	if err := fromProtoItem(&ar.Request, req.GetKey(), req.GetLimit(), req.GetPolicy(), req.Cost); err != nil {
-		return nil, invalidArgument(err.field, err.reason)
+		return nil, wire.InvalidArgument(err.Field, err.Reason)
 	}
 	if req.GetLimit() != nil && req.GetLimit().GetAlgorithm() == sluicev1.Algorithm_ALGORITHM_UNSPECIFIED {
 		ar.Limit.Algorithm = bucket.Concurrency
 	}
 	if req.Ttl != nil {
 		if err := req.Ttl.CheckValid(); err != nil {
-			return nil, invalidArgument("ttl", err.Error())
+			return nil, wire.InvalidArgument("ttl", err.Error())
 		}
 		ar.TTL = req.Ttl.AsDuration()
 	}
@@ -191,7 +186,7 @@ func (s *rateLimiterServer) Acquire(ctx context.Context, req *sluicev1.AcquireRe
 		return nil, grpcError("", err)
 	}
 	if lease.Err != nil {
-		return nil, status.Error(itemCode(lease.Err), lease.Err.Error())
+		return nil, status.Error(wire.ItemCode(lease.Err), lease.Err.Error())
 	}
 	return &sluicev1.AcquireResponse{
 		Allowed:      lease.Allowed,
@@ -210,7 +205,7 @@ func (s *rateLimiterServer) Release(ctx context.Context, req *sluicev1.ReleaseRe
 	defer func() { s.obsRelease.Observe(time.Since(start).Seconds()) }()
 	var rr limiter.ReleaseRequest
 	if err := fromProtoItem(&rr.Request, req.GetKey(), req.GetLimit(), req.GetPolicy(), nil); err != nil {
-		return nil, invalidArgument(err.field, err.reason)
+		return nil, wire.InvalidArgument(err.Field, err.Reason)
 	}
 	if req.GetLimit() != nil && req.GetLimit().GetAlgorithm() == sluicev1.Algorithm_ALGORITHM_UNSPECIFIED {
 		rr.Limit.Algorithm = bucket.Concurrency
@@ -221,7 +216,7 @@ func (s *rateLimiterServer) Release(ctx context.Context, req *sluicev1.ReleaseRe
 		return nil, grpcError("", err)
 	}
 	if res.Err != nil {
-		return nil, status.Error(itemCode(res.Err), res.Err.Error())
+		return nil, status.Error(wire.ItemCode(res.Err), res.Err.Error())
 	}
 	return &sluicev1.ReleaseResponse{Released: ok, Remaining: res.Remaining}, nil
 }
@@ -229,7 +224,7 @@ func (s *rateLimiterServer) Release(ctx context.Context, req *sluicev1.ReleaseRe
 func (s *rateLimiterServer) Grant(ctx context.Context, req *sluicev1.GrantRequest) (*sluicev1.GrantResponse, error) {
 	var r limiter.Request
 	if err := fromProtoItem(&r, req.GetKey(), req.GetLimit(), req.GetPolicy(), nil); err != nil {
-		return nil, invalidArgument(err.field, err.reason)
+		return nil, wire.InvalidArgument(err.Field, err.Reason)
 	}
 	granted, res, err := s.svc.Grant(ctx, r, req.GetWant())
 	switch {
@@ -249,12 +244,9 @@ func (s *rateLimiterServer) Grant(ctx context.Context, req *sluicev1.GrantReques
 	}, nil
 }
 
-// protoFieldError names a field of a proto item that failed to convert.
-type protoFieldError struct{ field, reason string }
-
 // fromProtoItem converts the common fields of a check, acquire or release.
 // A nil cost means 1.
-func fromProtoItem(dst *limiter.Request, key string, l *sluicev1.Limit, pol string, cost *int64) *protoFieldError {
+func fromProtoItem(dst *limiter.Request, key string, l *sluicev1.Limit, pol string, cost *int64) *wire.FieldError {
 	dst.Key = key
 	dst.Policy = pol
 	dst.Cost = 1
@@ -263,16 +255,16 @@ func fromProtoItem(dst *limiter.Request, key string, l *sluicev1.Limit, pol stri
 	}
 	if pol != "" || l == nil {
 		if pol == "" {
-			return &protoFieldError{"limit", "one of limit or policy is required"}
+			return &wire.FieldError{Field: "limit", Reason: "one of limit or policy is required"}
 		}
 		return nil
 	}
 	if alg := l.GetAlgorithm(); alg == sluicev1.Algorithm_ALGORITHM_UNSPECIFIED {
 		dst.Limit.Algorithm = bucket.TokenBucket
-	} else if a, ok := fromProtoAlgorithm(alg); ok {
+	} else if a, ok := wire.FromProtoAlgorithm(alg); ok {
 		dst.Limit.Algorithm = a
 	} else {
-		return &protoFieldError{"limit.algorithm", fmt.Sprintf("unknown algorithm %d", alg)}
+		return &wire.FieldError{Field: "limit.algorithm", Reason: fmt.Sprintf("unknown algorithm %d", alg)}
 	}
 	switch l.GetFailureMode() {
 	case sluicev1.FailureMode_FAILURE_MODE_UNSPECIFIED, sluicev1.FailureMode_FAILURE_MODE_LOCAL:
@@ -282,13 +274,13 @@ func fromProtoItem(dst *limiter.Request, key string, l *sluicev1.Limit, pol stri
 	case sluicev1.FailureMode_FAILURE_MODE_ALLOW:
 		dst.FailureMode = policy.FailAllow
 	default:
-		return &protoFieldError{"limit.failure_mode", fmt.Sprintf("unknown failure mode %d", l.GetFailureMode())}
+		return &wire.FieldError{Field: "limit.failure_mode", Reason: fmt.Sprintf("unknown failure mode %d", l.GetFailureMode())}
 	}
 	dst.Limit.Limit = l.GetLimit()
 	dst.Limit.Burst = l.GetBurst()
 	if p := l.GetPeriod(); p != nil {
 		if err := p.CheckValid(); err != nil {
-			return &protoFieldError{"limit.period", err.Error()}
+			return &wire.FieldError{Field: "limit.period", Reason: err.Error()}
 		}
 		dst.Limit.Period = p.AsDuration()
 	}
@@ -320,7 +312,7 @@ func grpcError(prefix string, err error) error {
 				field = prefix
 			}
 		}
-		return invalidArgument(field, fe.Reason)
+		return wire.InvalidArgument(field, fe.Reason)
 	}
 	if errors.Is(err, context.Canceled) {
 		return status.Error(codes.Canceled, err.Error())
@@ -328,28 +320,7 @@ func grpcError(prefix string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	return status.Error(itemCode(err), err.Error())
-}
-
-// invalidArgument builds an InvalidArgument status naming field.
-func invalidArgument(field, reason string) error {
-	st := status.New(codes.InvalidArgument, field+": "+reason)
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: reason}}}); err == nil {
-		st = d
-	}
-	return st.Err()
-}
-
-// itemCode maps a per-item error to a gRPC code.
-func itemCode(err error) codes.Code {
-	switch {
-	case errors.Is(err, store.ErrFull):
-		return codes.ResourceExhausted
-	case errors.Is(err, bucket.ErrCostExceedsCapacity), errors.Is(err, bucket.ErrNegativeCost):
-		return codes.InvalidArgument
-	default:
-		return codes.Internal
-	}
+	return status.Error(wire.ItemCode(err), err.Error())
 }
 
 // setDuration fills a preallocated Duration.
