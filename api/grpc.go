@@ -35,6 +35,9 @@ type Service interface {
 	GrantTTL() time.Duration
 }
 
+// ErrInvalidConfig wraps every configuration error of the package.
+var ErrInvalidConfig = errors.New("api: invalid config")
+
 // GRPCConfig configures the gRPC API.
 type GRPCConfig struct {
 	// Service decides checks and leases.
@@ -64,7 +67,7 @@ func (g *GRPC) DrainStreams() { g.drain() }
 // NewGRPC builds the gRPC server.
 func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Service == nil {
-		return nil, errors.New("transport: GRPCConfig.Service is required")
+		return nil, fmt.Errorf("%w: GRPCConfig.Service: is required", ErrInvalidConfig)
 	}
 	m := cfg.Metrics
 	if m == nil {

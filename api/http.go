@@ -84,10 +84,10 @@ type httpAPI struct {
 	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics prometheus.Observer
 }
 
-// NewHTTPHandler returns the HTTP API. It panics if cfg.Checker is nil.
-func NewHTTPHandler(cfg HTTPConfig) http.Handler {
+// NewHTTPHandler returns the HTTP API. cfg.Checker is required.
+func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	if cfg.Checker == nil {
-		panic("transport: HTTPConfig.Checker is required")
+		return nil, fmt.Errorf("%w: HTTPConfig.Checker: is required", ErrInvalidConfig)
 	}
 	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger}
 	if a.log == nil {
@@ -103,7 +103,7 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 		a.obsReadyz = m.observer("http", "readyz")
 		a.obsMetrics = m.observer("http", "metrics")
 	}
-	return a
+	return a, nil
 }
 
 // ServeHTTP routes a request. The routes are few and fixed, so a switch

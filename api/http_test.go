@@ -87,7 +87,7 @@ func newTestServer(t *testing.T, opts serverOpts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.Server = httptest.NewServer(NewHTTPHandler(HTTPConfig{
+	ts.Server = httptest.NewServer(mustHandler(t, HTTPConfig{
 		Checker:  lim,
 		Gatherer: reg,
 		Metrics:  m,
@@ -648,7 +648,7 @@ func TestHTTPCheckerErrors(t *testing.T) {
 		{&limiter.FieldError{Index: -1, Field: "items", Reason: "too many", Err: limiter.ErrInvalid}, http.StatusBadRequest, "checks"},
 		{fmt.Errorf("wrapped: %w", limiter.ErrUnknownPolicy), http.StatusBadRequest, "checks"},
 	} {
-		srv := httptest.NewServer(NewHTTPHandler(HTTPConfig{Checker: stubChecker{err: tc.err}}))
+		srv := httptest.NewServer(mustHandler(t, HTTPConfig{Checker: stubChecker{err: tc.err}}))
 		a := do(t, srv, http.MethodPost, "/v1/check", `{"checks":[{"key":"k","limit":1,"period":"1s"}]}`)
 		srv.Close()
 		if a.status != tc.status {
@@ -661,7 +661,7 @@ func TestHTTPCheckerErrors(t *testing.T) {
 	}
 
 	// An item error beats a deny: 503.
-	srv := httptest.NewServer(NewHTTPHandler(HTTPConfig{Checker: stubChecker{results: []limiter.Result{
+	srv := httptest.NewServer(mustHandler(t, HTTPConfig{Checker: stubChecker{results: []limiter.Result{
 		{Result: bucket.Result{Allowed: false, Limit: 1, RetryAfter: time.Second}, Source: limiter.SourceOwner},
 		{Err: fmt.Errorf("x: %w", store.ErrFull)},
 	}}}))
@@ -707,7 +707,7 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 	}
 
 	// No Gatherer: /metrics is a 404; no Ready: always ready.
-	srv := httptest.NewServer(NewHTTPHandler(HTTPConfig{Checker: stubChecker{}}))
+	srv := httptest.NewServer(mustHandler(t, HTTPConfig{Checker: stubChecker{}}))
 	defer srv.Close()
 	if a := do(t, srv, http.MethodGet, "/metrics", ""); a.status != http.StatusNotFound {
 		t.Errorf("metrics without gatherer: %s", a)
@@ -718,12 +718,25 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 }
 
 func TestNewHTTPHandlerNeedsChecker(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("no panic without a Checker")
-		}
-	}()
-	NewHTTPHandler(HTTPConfig{})
+	if _, err := NewHTTPHandler(HTTPConfig{}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Checker") {
+		t.Errorf("err = %v, want ErrInvalidConfig naming Checker", err)
+	}
+}
+
+func TestNewGRPCNeedsService(t *testing.T) {
+	if _, err := NewGRPC(GRPCConfig{}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Service") {
+		t.Errorf("err = %v, want ErrInvalidConfig naming Service", err)
+	}
+}
+
+// mustHandler is NewHTTPHandler for a config known to be valid.
+func mustHandler(t testing.TB, cfg HTTPConfig) http.Handler {
+	t.Helper()
+	h, err := NewHTTPHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func BenchmarkDecodeCheckBody(b *testing.B) {

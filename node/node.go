@@ -146,14 +146,18 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.peerSrv.Register(n.grpc.Server)
+	handler, err := api.NewHTTPHandler(api.HTTPConfig{
+		Checker:  n.limiter,
+		Gatherer: reg,
+		Metrics:  tm,
+		Ready:    n.Ready,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	n.http = &http.Server{
-		Handler: api.NewHTTPHandler(api.HTTPConfig{
-			Checker:  n.limiter,
-			Gatherer: reg,
-			Metrics:  tm,
-			Ready:    n.Ready,
-			Logger:   log,
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
