@@ -371,7 +371,7 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("## Sluice vs Redis + Lua vs gRPC echo (`make bench-compare`)\n\n")
 	w("Written by `make bench-compare` on %s; the command rewrites everything between the\n", rep.Date.Format("2006-01-02 15:04 MST"))
-	w("`bench-compare` markers, so edit `internal/benchcompare` rather than this text.\n\n")
+	w("`bench-compare` markers, so edit `cmd/benchcompare` rather than this text.\n\n")
 	mc := rep.Machine
 	w("| machine | |\n|---|---|\n")
 	w("| CPUs | %d × %s |\n", mc.NProc, orDash(mc.CPU))
