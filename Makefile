@@ -42,7 +42,7 @@ bench:
 ## BENCH_FLAGS passes flags, e.g. make bench-compare BENCH_FLAGS='--quick --keys-e 200000'
 BENCH_FLAGS    ?=
 bench-compare: build
-	$(GO) build -o $(BIN)/benchcompare ./internal/benchcompare
+	$(GO) build -o $(BIN)/benchcompare ./cmd/benchcompare
 	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice $(BENCH_FLAGS)
 
 ## image: the FROM scratch container image sluice:dev around the static binary

@@ -3,142 +3,12 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"math"
-	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
-
-// ErrInvalid is wrapped by every error of Config.Validate.
-var ErrInvalid = errors.New("bench: invalid config")
-
-// Config describes one run.
-type Config struct {
-	// Workers is the number of concurrent callers (closed loop) or sender
-	// goroutines (open loop); 0 means 8. Each has its own latency
-	// histogram (about 150 KB).
-	Workers int
-	// Keys is the number of distinct keys, chosen uniformly at random per
-	// check; 0 means 1000.
-	Keys int
-	// Hot puts every check on one key (Keys is ignored).
-	Hot bool
-	// KeyPrefix: keys are KeyPrefix + decimal index; "" means "bench:".
-	KeyPrefix string
-	// Limit, Period and Burst are the limit each key has, for the audit:
-	// Limit per Period, capacity Burst (0 = Limit).
-	Limit  int64
-	Period time.Duration
-	Burst  int64
-	// Duration is how long to run; 0 means 10s.
-	Duration time.Duration
-	// Rate > 0 runs an open loop at Rate checks/s offered: call i is due at
-	// start + i*Batch/Rate, its latency counts from then, and calls not yet
-	// sent when Duration ends are dropped (so a target or a worker pool
-	// too slow to keep up shows as latency and as checks/s below Rate).
-	// 0 runs a closed loop.
-	Rate float64
-	// Batch is the number of keys per Target.Check call; 0 means 1.
-	Batch int
-	// Progress, if not nil, gets a live progress line (checks/s, errors),
-	// rewritten with \r about every second, and a newline at the end.
-	Progress io.Writer
-	// Timeout is the per-call deadline; 0 means 2s. So that the hot path
-	// does not allocate a context per call, each worker renews its
-	// deadline context every Timeout/10: a call gets between Timeout and
-	// 1.1×Timeout.
-	Timeout time.Duration
-}
-
-// Validate reports the first invalid field, as an error wrapping ErrInvalid.
-func (c Config) Validate() error {
-	bad := func(msg string) error { return fmt.Errorf("%w: %s", ErrInvalid, msg) }
-	switch {
-	case c.Workers < 0:
-		return bad("workers must be >= 0")
-	case c.Keys < 0:
-		return bad("keys must be >= 0")
-	case c.Limit <= 0:
-		return bad("limit must be > 0")
-	case c.Period <= 0:
-		return bad("period must be > 0")
-	case c.Burst < 0:
-		return bad("burst must be >= 0")
-	case c.Duration < 0:
-		return bad("duration must be >= 0")
-	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
-		return bad("rate must be >= 0 and finite")
-	case c.Batch < 0:
-		return bad("batch must be >= 0")
-	case c.Timeout < 0:
-		return bad("timeout must be >= 0")
-	}
-	return nil
-}
-
-func (c Config) withDefaults() Config {
-	if c.Workers == 0 {
-		c.Workers = 8
-	}
-	if c.Keys == 0 {
-		c.Keys = 1000
-	}
-	if c.Hot {
-		c.Keys = 1
-	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = "bench:"
-	}
-	if c.Burst == 0 {
-		c.Burst = c.Limit
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
-	if c.Batch == 0 {
-		c.Batch = 1
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 2 * time.Second
-	}
-	return c
-}
-
-// The histogram's range and precision: 1µs..60s in nanoseconds, 3 digits.
-const (
-	histLowest  = int64(time.Microsecond)
-	histHighest = int64(60 * time.Second)
-	histDigits  = 3
-)
-
-func newHistogram() *hdrhistogram.Histogram {
-	return hdrhistogram.New(histLowest, histHighest, histDigits)
-}
-
-// histShards is how many histograms the workers share (worker i records
-// into shard i % histShards): enough that the locks are rarely contended,
-// few enough to stay in cache.
-const histShards = 16
-
-// shardHist is a histogram shared by a few workers.
-type shardHist struct {
-	mu sync.Mutex
-	h  *hdrhistogram.Histogram
-	_  [64]byte
-}
-
-func (s *shardHist) record(v, n int64) {
-	s.mu.Lock()
-	_ = s.h.RecordValues(v, n)
-	s.mu.Unlock()
-}
 
 // run is the state shared by the workers of one Run: read-only but for the
 // per-key atomics.
@@ -179,38 +49,6 @@ type worker struct {
 	first, last time.Time
 	firstErr    error
 	firstErrAt  time.Time
-}
-
-// callCtx hands out the per-call deadline context, renewed every
-// timeout/10 rather than made per call: a call started before renewAt has
-// between timeout and 1.1×timeout.
-type callCtx struct {
-	parent  context.Context
-	timeout time.Duration
-	ctx     context.Context
-	cancel  context.CancelFunc
-	renewAt time.Time
-}
-
-func (c *callCtx) get(now time.Time) context.Context {
-	if c.ctx == nil || !now.Before(c.renewAt) {
-		c.release()
-		slack := c.timeout / 10
-		c.ctx, c.cancel = context.WithDeadline(c.parent, now.Add(c.timeout+slack))
-		c.renewAt = now.Add(slack)
-	}
-	return c.ctx
-}
-
-// expire makes the next get make a new context (after a call that failed
-// on this one's deadline).
-func (c *callCtx) expire() { c.renewAt = time.Time{} }
-
-func (c *callCtx) release() {
-	if c.cancel != nil {
-		c.cancel()
-		c.ctx, c.cancel = nil, nil
-	}
 }
 
 // Run drives cfg's load at t and measures it. It returns when cfg.Duration
@@ -273,55 +111,6 @@ func Run(ctx context.Context, cfg Config, t Target) (Summary, error) {
 	return r.summarize(ws, elapsed), ctx.Err()
 }
 
-// loop is a worker: closed loop, or open loop when an interval is set.
-func (w *worker) loop() {
-	r := w.r
-	defer w.call.release()
-	open := r.interval > 0
-	for !r.stop.Load() {
-		now := time.Now()
-		if !now.Before(r.end) {
-			return
-		}
-		from := now // latency counts from here: send time, or due time
-		if open {
-			i := r.ticket.Add(1) - 1
-			due := r.start.Add(time.Duration(float64(i) * r.interval))
-			if !due.Before(r.end) {
-				return
-			}
-			if d := due.Sub(now); d > 0 {
-				if !w.sleep(d) {
-					return
-				}
-				now = time.Now()
-			}
-			from = due
-		}
-		if !w.check(now, from) {
-			return
-		}
-	}
-}
-
-// sleep waits d, or less if the run stops; it reports whether the run
-// goes on. Short waits (the usual: a worker is about Workers tickets
-// ahead) are a plain sleep, cheaper than a timer and a select.
-func (w *worker) sleep(d time.Duration) bool {
-	if d <= 10*time.Millisecond {
-		time.Sleep(d)
-		return !w.r.stop.Load()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return !w.r.stop.Load()
-	case <-w.r.ctx.Done():
-		return false
-	}
-}
-
 // check makes one call of Batch keys sent at now, with latency counted from
 // from. It returns false when the call was cut by the run's context.
 func (w *worker) check(now, from time.Time) bool {
@@ -381,40 +170,6 @@ func (w *worker) check(now, from time.Time) bool {
 	return true
 }
 
-// progress rewrites a progress line on out about every second until done
-// is closed, then writes the final one and a newline.
-func progress(out io.Writer, start time.Time, ws []*worker, done <-chan struct{}) {
-	sum := func() (checks, errs int64) {
-		for _, w := range ws {
-			checks += w.checks.Load()
-			errs += w.errs.Load()
-		}
-		return checks, errs
-	}
-	line := func(now time.Time, rate float64) {
-		checks, errs := sum()
-		fmt.Fprintf(out, "\r%6.1fs  %10.0f checks/s  %12d checks  %8d errors   ",
-			now.Sub(start).Seconds(), rate, checks, errs)
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	prevT, prevN := start, int64(0)
-	for {
-		select {
-		case now := <-tick.C:
-			n, _ := sum()
-			line(now, float64(n-prevN)/now.Sub(prevT).Seconds())
-			prevT, prevN = now, n
-		case <-done:
-			now := time.Now()
-			n, _ := sum()
-			line(now, float64(n)/max(now.Sub(start).Seconds(), 1e-9))
-			fmt.Fprintln(out)
-			return
-		}
-	}
-}
-
 // summarize merges the workers' histograms and counters and audits the keys.
 func (r *run) summarize(ws []*worker, elapsed time.Duration) Summary {
 	s := Summary{Elapsed: elapsed}
@@ -470,63 +225,3 @@ func (r *run) summarize(ws []*worker, elapsed time.Duration) Summary {
 	s.Audit = audit(r, window, s.Allowed)
 	return s
 }
-
-// audit compares each answered key's admitted count with the most a correct
-// limiter admits in window: a full bucket plus what refills in window.
-func audit(r *run, window time.Duration, allowed int64) Audit {
-	a := Audit{Bound: bound(r.cfg.Limit, r.cfg.Burst, r.cfg.Period, window), WorstAdmitted: -1}
-	for k := range r.seen {
-		if !r.seen[k].Load() {
-			continue
-		}
-		a.Keys++
-		n := allowed // Hot: the one key admitted every allowed check
-		if r.admitted != nil {
-			n = r.admitted[k].Load()
-		}
-		if n > a.Bound {
-			a.OverBound++
-		}
-		if n > a.WorstAdmitted {
-			a.WorstKey, a.WorstAdmitted = r.keys[k], n
-		}
-	}
-	if a.Keys == 0 {
-		a.WorstAdmitted = 0
-		return a
-	}
-	a.WorstRatio = float64(a.WorstAdmitted) / float64(a.Bound)
-	return a
-}
-
-// bound is burst + floor(limit × window / period), saturating at MaxInt64.
-func bound(limit, burst int64, period, window time.Duration) int64 {
-	hi, lo := bits.Mul64(uint64(limit), uint64(window))
-	if hi >= uint64(period) {
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, uint64(period))
-	if q > uint64(math.MaxInt64-burst) {
-		return math.MaxInt64
-	}
-	return burst + int64(q)
-}
-
-// distributionPercentiles are HDR's percentile-distribution points with 5
-// ticks per half distance: 0, 10, ..., 50, 55, ..., 75, 77.5, ... up to
-// 99.999.
-var distributionPercentiles = func() []float64 {
-	const ticks, top = 5, 99.999
-	var ps []float64
-	for k := 0; ; k++ {
-		base := 100 * (1 - math.Pow(2, -float64(k)))
-		step := 100 * math.Pow(2, -float64(k+1)) / ticks
-		for j := 0; j < ticks; j++ {
-			p := base + float64(j)*step
-			if p >= top {
-				return append(ps, top)
-			}
-			ps = append(ps, p)
-		}
-	}
-}()

@@ -1,13 +1,3 @@
-// Command benchcompare runs the same load scenarios against a 3-node Sluice
-// cluster, Redis with a Lua token bucket, and a bare gRPC echo, all on
-// loopback and in one run, and writes the figures into docs/benchmarks.md
-// (between the bench-compare markers), bin/bench-compare.json,
-// bin/bench-compare-headline.md and a latency plot.
-//
-//	make bench-compare
-//	make bench-compare BENCH_FLAGS='--quick --keys-e 200000'
-//
-// It is also its own echo server: `benchcompare echo-server --addr A`.
 package main
 
 import (

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// runner holds the servers and the results of one run.
+type runner struct {
+	o              *options
+	stdout, stderr io.Writer
+	cs             *children
+
+	sluice    []*sluiceNode
+	sluiceErr error
+	redis     *child
+	redisAddr string
+	redisErr  error
+	redisBin  string
+	echo      *child
+	echoAddr  string
+	echoErr   error
+
+	rep *Report
+}
+
+func newRunner(o *options, stdout, stderr io.Writer) (*runner, error) {
+	cs, err := newChildren()
+	if err != nil {
+		return nil, err
+	}
+	return &runner{o: o, stdout: stdout, stderr: stderr, cs: cs}, nil
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "benchcompare: "+format+"\n", args...)
+}
+
+// runAll starts the servers and runs the scenarios chosen. The report holds
+// whatever was measured, also when it returns an error (interrupted).
+func (r *runner) runAll(ctx context.Context) (*Report, error) {
+	r.rep = &Report{
+		Date:        time.Now().UTC(),
+		Command:     "make bench-compare",
+		Flags:       r.o.flagsText,
+		DurationSec: r.o.duration.Seconds(),
+		Grants:      r.o.grants,
+		NodeProcs:   r.o.nodeProcs,
+		KeysE:       r.o.keysE,
+		Systems:     r.o.systems,
+		Limit:       fmt.Sprintf("%d per %s, burst %d (token bucket)", limitN, fmtPeriod(limitPeriod), limitBurst),
+	}
+	if r.want("redis") {
+		r.startRedis(ctx)
+	}
+	r.rep.Machine = machineInfo(r.redisBin)
+	var loadScenarios []scenario
+	for _, sc := range scenarios {
+		if r.o.only[sc.ID] {
+			loadScenarios = append(loadScenarios, sc)
+		}
+	}
+	if len(loadScenarios) > 0 {
+		if r.want("sluice") {
+			r.startSluiceCluster(ctx)
+		}
+		if r.want("echo") {
+			r.startEcho(ctx)
+		}
+		for _, sc := range loadScenarios {
+			r.rep.Scenarios = append(r.rep.Scenarios, ScenarioInfo{ID: sc.ID, Title: sc.Title, Short: sc.Short, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate})
+			for _, sys := range r.o.systems {
+				if err := ctx.Err(); err != nil {
+					r.rep.Interrupted = true
+					return r.rep, err
+				}
+				res := r.runLoad(ctx, sc, sys)
+				r.rep.Results = append(r.rep.Results, res)
+				fmt.Fprintln(r.stdout, resultLine(res))
+				if err := r.writeJSON(r.rep); err != nil {
+					r.logf("%v", err)
+				}
+			}
+		}
+	}
+	// Scenario e alone: the cluster and the echo are no longer needed.
+	var wg sync.WaitGroup
+	for _, n := range r.sluice {
+		wg.Go(func() { n.stop(5 * time.Second) })
+	}
+	if r.echo != nil {
+		wg.Go(func() { r.echo.stop(5 * time.Second) })
+	}
+	wg.Wait()
+	if r.o.only["e"] {
+		for _, sys := range r.o.systems {
+			if sys == "echo" {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				r.rep.Interrupted = true
+				return r.rep, err
+			}
+			m := r.runMemory(ctx, sys)
+			r.rep.Memory = append(r.rep.Memory, m)
+			fmt.Fprintln(r.stdout, memLine(m))
+			if err := r.writeJSON(r.rep); err != nil {
+				r.logf("%v", err)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		r.rep.Interrupted = true
+		return r.rep, err
+	}
+	return r.rep, nil
+}
+
+func (r *runner) want(sys string) bool { return contains(r.o.systems, sys) }

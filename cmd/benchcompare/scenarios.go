@@ -1,0 +1,43 @@
+package main
+
+import "time"
+
+// The limit of every key in scenarios a-d: 100 per second, burst 100.
+const (
+	limitN      = 100
+	limitBurst  = 100
+	limitPeriod = time.Second
+	callTimeout = 2 * time.Second
+	// Scenario e: the filled keys' limit, long enough that none expires
+	// while the memory is read.
+	memPeriod = time.Hour
+	// memBatch is the number of keys per call (Sluice) or pipeline (Redis)
+	// when filling scenario e; memFillers the goroutines that do it.
+	memBatch   = 1000
+	memFillers = 4
+	// fullKeysE is the key count scenario e's target is stated for.
+	fullKeysE = 10_000_000
+)
+
+// scenario is one load shape, run against every system with the same engine
+// settings.
+type scenario struct {
+	ID      string
+	Title   string
+	Short   string // for the headline table
+	Workers int
+	Keys    int
+	Hot     bool
+	Rate    float64 // > 0: open loop at this many checks/s
+}
+
+var scenarios = []scenario{
+	{ID: "a", Title: "1,000 keys uniform, 8 callers, closed loop", Short: "1,000 keys, 8 callers",
+		Workers: 8, Keys: 1000},
+	{ID: "b", Title: "1,000 keys uniform, 64 callers, closed loop", Short: "1,000 keys, 64 callers",
+		Workers: 64, Keys: 1000},
+	{ID: "c", Title: "one hot key, 64 callers, closed loop", Short: "1 hot key, 64 callers",
+		Workers: 64, Keys: 1, Hot: true},
+	{ID: "d", Title: "open loop, 100,000 checks/s offered, 1,000 keys, 512 senders", Short: "open loop 100k/s offered",
+		Workers: 512, Keys: 1000, Rate: 100_000},
+}

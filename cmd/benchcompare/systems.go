@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/bench"
+)
+
+func (r *runner) startSluiceCluster(ctx context.Context) {
+	r.logf("starting a 3-node Sluice cluster (%s)", r.o.sluiceBin)
+	nodes, err := startSluice(ctx, r.cs, r.o.sluiceBin, 3, "sluice-", r.o.nodeEnv())
+	if err != nil {
+		r.sluiceErr = err
+		r.logf("sluice: %v", err)
+		return
+	}
+	r.sluice = nodes
+}
+
+func (r *runner) startRedis(ctx context.Context) {
+	bin, err := ensureRedis(ctx)
+	if err != nil {
+		r.redisErr = err
+		r.logf("redis: %v", err)
+		return
+	}
+	r.redisBin = bin
+	ports, err := freePorts(1)
+	if err != nil {
+		r.redisErr = err
+		return
+	}
+	r.redisAddr = loopback(ports[0])
+	r.logf("starting redis-server on %s", r.redisAddr)
+	c, err := r.cs.start("redis", bin, "--save", "", "--appendonly", "no", "--port", strconv.Itoa(ports[0]),
+		"--bind", "127.0.0.1", "--dir", r.cs.dir)
+	if err == nil {
+		err = waitTCP(ctx, c, r.redisAddr, 15*time.Second)
+	}
+	if err != nil {
+		r.redisErr = err
+		r.logf("redis: %v", err)
+		return
+	}
+	r.redis = c
+}
+
+func (r *runner) startEcho(ctx context.Context) {
+	exe, err := os.Executable()
+	if err != nil {
+		r.echoErr = err
+		return
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		r.echoErr = err
+		return
+	}
+	r.echoAddr = loopback(ports[0])
+	r.logf("starting the gRPC echo on %s", r.echoAddr)
+	c, err := r.cs.start("echo", exe, "echo-server", "--addr", r.echoAddr)
+	if err == nil {
+		err = waitTCP(ctx, c, r.echoAddr, 15*time.Second)
+	}
+	if err != nil {
+		r.echoErr = err
+		r.logf("echo: %v", err)
+		return
+	}
+	r.echo = c
+}
+
+// servers returns the system's server processes, or why there are none.
+func (r *runner) servers(sys string) ([]*child, error) {
+	switch sys {
+	case "sluice":
+		if r.sluiceErr != nil {
+			return nil, r.sluiceErr
+		}
+		var cs []*child
+		for _, n := range r.sluice {
+			cs = append(cs, n.child)
+		}
+		return cs, nil
+	case "redis":
+		if r.redisErr != nil {
+			return nil, r.redisErr
+		}
+		return []*child{r.redis}, nil
+	case "echo":
+		if r.echoErr != nil {
+			return nil, r.echoErr
+		}
+		return []*child{r.echo}, nil
+	}
+	return nil, fmt.Errorf("unknown system %q", sys)
+}
+
+// newTarget builds a fresh Target for one run.
+func (r *runner) newTarget(ctx context.Context, sc scenario, sys string) (bench.Target, error) {
+	switch sys {
+	case "sluice":
+		addrs := make([]string, len(r.sluice))
+		for i, n := range r.sluice {
+			addrs[i] = n.grpc
+		}
+		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, r.o.grantsIn(sc.ID))
+	case "redis":
+		t, err := newRedisTarget(ctx, r.redisAddr, sc.Workers, limitN, limitBurst, limitPeriod)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.flushAll(ctx); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("redis: flushall: %w", err)
+		}
+		return t, nil
+	case "echo":
+		return newEchoTarget(r.echoAddr, limitN, limitBurst, limitPeriod)
+	}
+	return nil, fmt.Errorf("unknown system %q", sys)
+}
