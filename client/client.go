@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -417,7 +418,6 @@ type group struct {
 	ns    *nodeStream
 	idx   []int
 	items []*sluicev1.CheckItem
-	pc    *call
 	res   []Result
 }
 
@@ -471,46 +471,41 @@ func (c *Client) sendRouted(ctx context.Context, items []*sluicev1.CheckItem, to
 // are the caller's). Items of a group that failed with errRetry are
 // returned in retry, with the group's node and error.
 func (c *Client) waitGroups(ctx context.Context, gs []group, out []Result) (retry []int, failed *nodeStream, why, err error) {
-	for k := range gs {
-		gs[k].pc = getCall(gs[k].items, gs[k].res)
-		gs[k].ns.enqueue(gs[k].pc)
+	var one [1]*call
+	calls := one[:0]
+	if len(gs) > 1 {
+		calls = make([]*call, 0, len(gs))
 	}
 	for k := range gs {
+		pc := callPool.Get()
+		pc.In, pc.Out = gs[k].items, gs[k].res
+		calls = append(calls, pc)
+		gs[k].ns.enqueue(pc)
+	}
+	defer callPool.Put(calls...)
+	if werr := wire.Wait(ctx, calls, func(k int, e error) {
 		g := &gs[k]
-		select {
-		case e := <-g.pc.done:
-			putCall(g.pc)
-			g.pc = nil
-			switch {
-			case e == nil:
-				if out != nil {
-					for j, i := range g.idx {
-						out[i] = g.res[j]
-					}
-				}
-			case errors.Is(e, errRetry):
-				failed, why = g.ns, e
-				if g.idx == nil {
-					retry = append(retry, 0)
-				} else {
-					retry = append(retry, g.idx...)
-				}
-			default:
-				if err == nil {
-					err = e
+		switch {
+		case e == nil:
+			if out != nil {
+				for j, i := range g.idx {
+					out[i] = g.res[j]
 				}
 			}
-		case <-ctx.Done():
-			// Abandon what is still queued or in flight; a call being
-			// answered right now is waited for, so it can be reused.
-			for j := k; j < len(gs); j++ {
-				if pc := gs[j].pc; pc != nil && !pc.state.CompareAndSwap(callQueued, callAbandoned) {
-					<-pc.done
-					putCall(pc)
-				}
+		case errors.Is(e, errRetry):
+			failed, why = g.ns, e
+			if g.idx == nil {
+				retry = append(retry, 0)
+			} else {
+				retry = append(retry, g.idx...)
 			}
-			return nil, nil, nil, status.FromContextError(ctx.Err()).Err()
+		default:
+			if err == nil {
+				err = e
+			}
 		}
+	}); werr != nil {
+		return nil, nil, nil, status.FromContextError(werr).Err()
 	}
 	return retry, failed, why, err
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 	"github.com/sluice-rl/sluice/ring"
@@ -105,8 +106,8 @@ type PeerClient struct {
 	ctx       context.Context // cancelled by Close; parent of batched RPCs
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // sender goroutines
-	checkPool *sync.Pool
-	fetchPool *sync.Pool
+	checkPool wire.Pool[limiter.Forwarded, limiter.Answer]
+	fetchPool wire.Pool[uint64, store.Entry]
 
 	mu     sync.RWMutex
 	peers  map[string]*peerConn // by name
@@ -166,11 +167,9 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	}
 	_ = probe.Close()
 	c := &PeerClient{
-		cfg:       cfg,
-		m:         cfg.Metrics,
-		peers:     make(map[string]*peerConn),
-		checkPool: newPendingPool[limiter.Forwarded, limiter.Answer](),
-		fetchPool: newPendingPool[uint64, store.Entry](),
+		cfg:   cfg,
+		m:     cfg.Metrics,
+		peers: make(map[string]*peerConn),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
@@ -287,8 +286,8 @@ func (c *PeerClient) peerFor(m ring.Member) (*peerConn, error) {
 type (
 	checkBatcher = batcher[limiter.Forwarded, limiter.Answer]
 	fetchBatcher = batcher[uint64, store.Entry]
-	checkCall    = pendingCall[limiter.Forwarded, limiter.Answer]
-	fetchCall    = pendingCall[uint64, store.Entry]
+	checkCall    = wire.Call[limiter.Forwarded, limiter.Answer]
+	fetchCall    = wire.Call[uint64, store.Entry]
 )
 
 // peerConn is the client side of one peer: its connection, batchers and
@@ -335,7 +334,7 @@ func (c *PeerClient) newPeer(m ring.Member, cc *grpc.ClientConn) *peerConn {
 	}
 	p.check0 = p.newCheckBatcher(0)
 	p.fetch = &fetchBatcher{
-		ctx: c.ctx, wg: &c.wg, pool: c.fetchPool,
+		ctx: c.ctx, wg: &c.wg, pool: &c.fetchPool,
 		maxBatch: fetchBatch, maxInflight: c.cfg.MaxInflight, timeout: c.cfg.Timeout,
 		flush: p.sendFetch,
 		full:  make(chan struct{}, 1),
@@ -346,7 +345,7 @@ func (c *PeerClient) newPeer(m ring.Member, cc *grpc.ClientConn) *peerConn {
 func (p *peerConn) newCheckBatcher(hops uint32) *checkBatcher {
 	c := p.c
 	return &checkBatcher{
-		ctx: c.ctx, wg: &c.wg, pool: c.checkPool,
+		ctx: c.ctx, wg: &c.wg, pool: &c.checkPool,
 		maxBatch: c.cfg.MaxBatch, maxInflight: c.cfg.MaxInflight,
 		window: c.cfg.BatchWindow, timeout: c.cfg.Timeout,
 		flush: func(ctx context.Context, calls []*checkCall, n int) { p.sendCheck(ctx, hops, calls, n) },
@@ -444,7 +443,7 @@ func (c *PeerClient) Check(ctx context.Context, to ring.Member, hops int, items 
 	maxBatch := c.cfg.MaxBatch
 	if len(items) <= maxBatch {
 		pc := b.get()
-		pc.in, pc.out = items, out[:len(items)]
+		pc.In, pc.Out = items, out[:len(items)]
 		one := [1]*checkCall{pc}
 		return b.do(ctx, one[:], nil)
 	}
@@ -452,7 +451,7 @@ func (c *PeerClient) Check(ctx context.Context, to ring.Member, hops int, items 
 	for off := 0; off < len(items); off += maxBatch {
 		end := min(off+maxBatch, len(items))
 		pc := b.get()
-		pc.in, pc.out = items[off:end], out[off:end]
+		pc.In, pc.Out = items[off:end], out[off:end]
 		calls = append(calls, pc)
 	}
 	return b.do(ctx, calls, nil)
@@ -472,34 +471,30 @@ func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCal
 	req := &sluicev1.PeerCheckRequest{From: p.c.cfg.Self, Hops: hops, Items: make([]*sluicev1.PeerItem, n)}
 	k := 0
 	for _, pc := range live {
-		for i := range pc.in {
-			req.Items[k] = toPeerItem(&items[k], &limits[k], &pc.in[i])
+		for i := range pc.In {
+			req.Items[k] = toPeerItem(&items[k], &limits[k], &pc.In[i])
 			k++
 		}
 	}
 	p.c.m.checkRPC(n)
-	resp, err := p.mux.call(ctx, req)
+	results, err := p.mux.call(ctx, req)
 	p.br.record(tk, rpcOutcome(err, callers))
-	if err == nil && len(resp.GetResults()) != n {
-		err = status.Errorf(codes.Internal, "peer answered %d results for %d items", len(resp.GetResults()), n)
+	if err == nil && len(results) != n {
+		err = status.Errorf(codes.Internal, "peer answered %d results for %d items", len(results), n)
 	}
 	if err != nil {
 		p.c.m.rpcError(peerCheck)
-		err = p.unavailable("Check", err)
-		for _, pc := range live {
-			pc.fail(err)
-		}
+		wire.FailAll(live, p.unavailable("Check", err))
 		return
 	}
-	results := resp.GetResults()
 	for _, pc := range live {
-		res := results[:len(pc.in)]
-		results = results[len(pc.in):]
-		if pc.claim() {
-			for i := range pc.out {
-				fromPeerResult(&pc.out[i], res[i])
+		res := results[:len(pc.In)]
+		results = results[len(pc.In):]
+		if pc.Claim() {
+			for i := range pc.Out {
+				fromPeerResult(&pc.Out[i], res[i])
 			}
-			pc.done <- nil // pc may be reused from here on
+			pc.Answer(nil) // pc may be reused from here on
 		}
 	}
 }
@@ -508,33 +503,18 @@ func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCal
 // callers left, then asks p's circuit breaker for one RPC. It reports false
 // when there is nothing to send or the circuit is open (the live calls have
 // then failed with the circuit error).
-func admitBatch[I, O any](p *peerConn, calls []*pendingCall[I, O]) ([]*pendingCall[I, O], int, breakerTicket, bool) {
-	live, n := dropAbandoned(calls)
+func admitBatch[I, O any](p *peerConn, calls []*wire.Call[I, O]) ([]*wire.Call[I, O], int, breakerTicket, bool) {
+	live, n := wire.Live(calls)
 	if len(live) == 0 {
 		var none breakerTicket
 		return nil, 0, none, false
 	}
 	tk, ok := p.br.allow()
 	if !ok {
-		for _, pc := range live {
-			pc.fail(p.circuitErr)
-		}
+		wire.FailAll(live, p.circuitErr)
 		return nil, 0, tk, false
 	}
 	return live, n, tk, true
-}
-
-// dropAbandoned filters, in place, the calls whose callers left while they
-// were queued, and counts the items of the others.
-func dropAbandoned[I, O any](calls []*pendingCall[I, O]) ([]*pendingCall[I, O], int) {
-	live, n := calls[:0], 0
-	for _, pc := range calls {
-		if pc.state.Load() != callAbandoned {
-			live = append(live, pc)
-			n += len(pc.in)
-		}
-	}
-	return live, n
 }
 
 // Acquire takes a lease on node to.
@@ -614,15 +594,15 @@ func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint6
 	calls := make([]*fetchCall, 0, (len(hashes)+fetchBatch-1)/fetchBatch)
 	for off := 0; off < len(hashes); off += fetchBatch {
 		pc := b.get()
-		pc.in = hashes[off:min(off+fetchBatch, len(hashes))]
+		pc.In = hashes[off:min(off+fetchBatch, len(hashes))]
 		calls = append(calls, pc)
 	}
 	var out []store.Entry
 	err = b.do(ctx, calls, func(pc *fetchCall) {
 		if out == nil {
-			out = pc.out
+			out = pc.Out
 		} else {
-			out = append(out, pc.out...)
+			out = append(out, pc.Out...)
 		}
 	})
 	if err != nil {
@@ -641,17 +621,14 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 	}
 	hashes := make([]uint64, 0, n)
 	for _, pc := range live {
-		hashes = append(hashes, pc.in...)
+		hashes = append(hashes, pc.In...)
 	}
 	p.c.m.rpc(peerFetch)
 	resp, err := p.rpc.Fetch(ctx, &sluicev1.FetchRequest{From: p.c.cfg.Self, Hashes: hashes}, grpc.MaxCallRecvMsgSize(fetchRecvBytes))
 	p.br.record(tk, rpcOutcome(err, callers))
 	if err != nil {
 		p.c.m.rpcError(peerFetch)
-		err = p.unavailable("Fetch", err)
-		for _, pc := range live {
-			pc.fail(err)
-		}
+		wire.FailAll(live, p.unavailable("Fetch", err))
 		return
 	}
 	// The owner deleted what it sent: keep every state it could send, even
@@ -665,20 +642,20 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 		}
 	}
 	if len(live) == 1 {
-		if pc := live[0]; pc.claim() {
-			pc.out = entries
-			pc.done <- nil
+		if pc := live[0]; pc.Claim() {
+			pc.Out = entries
+			pc.Answer(nil)
 		}
 		return
 	}
 	given := make([]bool, len(entries))
 	for _, pc := range live {
-		if !pc.claim() {
+		if !pc.Claim() {
 			continue
 		}
 		var out []store.Entry
 		for i := range entries {
-			if !slices.Contains(pc.in, entries[i].Key) {
+			if !slices.Contains(pc.In, entries[i].Key) {
 				continue
 			}
 			e := entries[i]
@@ -689,8 +666,8 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 			given[i] = true
 			out = append(out, e)
 		}
-		pc.out = out
-		pc.done <- nil
+		pc.Out = out
+		pc.Answer(nil)
 	}
 }
 

@@ -54,7 +54,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func (b *batcher[I, O]) queuedItems() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.queued
+	return b.queue.Items()
 }
 
 // peerOf returns c's connection to m (nil if none).
