@@ -25,44 +25,40 @@ func answered(c *Call[int, int]) (error, bool) {
 func TestCallIsAnsweredOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		do   func(c *Call[int, int])
-		want error // the one answer; nil with none means no answer
-		none bool
+		// steps, in order: 'c' Claim wins, 'C' Claim loses, 'a' Answer(nil),
+		// 'f' Fail(errTest), 'x' the caller abandons the call
+		steps    string
+		answered bool
+		want     error
 	}{
-		{"claim and answer", func(c *Call[int, int]) {
-			if !c.Claim() {
-				t.Fatal("first Claim lost")
-			}
-			if c.Claim() {
-				t.Fatal("second Claim won")
-			}
-			c.Answer(nil)
-		}, nil, false},
-		{"fail", func(c *Call[int, int]) { c.Fail(errTest) }, errTest, false},
-		{"fail twice", func(c *Call[int, int]) { c.Fail(errTest); c.Fail(errors.New("second")) }, errTest, false},
-		{"answer then fail", func(c *Call[int, int]) {
-			if c.Claim() {
-				c.Answer(nil)
-			}
-			c.Fail(errTest)
-		}, nil, false},
-		{"abandoned", func(c *Call[int, int]) {
-			if !c.abandon() {
-				t.Fatal("abandon of a queued call failed")
-			}
-			if c.Claim() {
-				t.Fatal("Claim won on an abandoned call")
-			}
-			c.Fail(errTest)
-		}, nil, true},
+		{"claim once", "cCa", true, nil},
+		{"fail", "f", true, errTest},
+		{"fail twice", "fCf", true, errTest},
+		{"fail after the answer", "caf", true, nil},
+		{"abandoned", "xCf", false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Pool[int, int]
 			c := p.Get()
-			tc.do(c)
+			for k, step := range tc.steps {
+				switch step {
+				case 'c', 'C':
+					if got := c.Claim(); got != (step == 'c') {
+						t.Fatalf("step %d: Claim %v, want %v", k, got, step == 'c')
+					}
+				case 'a':
+					c.Answer(nil)
+				case 'f':
+					c.Fail(errTest)
+				case 'x':
+					if !c.abandon() {
+						t.Fatalf("step %d: abandon of a queued call failed", k)
+					}
+				}
+			}
 			err, ok := answered(c)
-			if ok == tc.none || err != tc.want {
-				t.Fatalf("answer %v (answered %v), want %v (answered %v)", err, ok, tc.want, !tc.none)
+			if ok != tc.answered || err != tc.want {
+				t.Fatalf("answered %v with %v, want answered %v with %v", ok, err, tc.answered, tc.want)
 			}
 			if _, again := answered(c); again {
 				t.Fatal("answered twice")
