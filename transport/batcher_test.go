@@ -175,3 +175,17 @@ func TestPeerBatcherCloseAnswersQueued(t *testing.T) {
 	}
 	e.shutdown()
 }
+
+// queuedItems is the number of items waiting in b's queue.
+func (b *batcher[I, O]) queuedItems() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queue.Items()
+}
+
+// idle reports whether b has no sender goroutine.
+func (b *batcher[I, O]) idle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.senders == 0
+}
