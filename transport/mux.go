@@ -96,7 +96,7 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) ([]
 		m.mu.Lock()
 		s.inflight.Remove(id) // a late answer finds nothing
 		m.mu.Unlock()
-		m.pool.Put(c) // unless it is abandoned
+		m.pool.Put(c) // not if abandoned: the receiver may still hold it
 		return nil, status.FromContextError(werr).Err()
 	}
 	results := c.Out
