@@ -35,25 +35,7 @@ func TestPeerMetricsRegistered(t *testing.T) {
 	if err := c.Check(ctx, ring.Member{Name: "gone", GRPCAddr: closedAddr(t)}, 0, items, make([]limiter.Answer, 2)); err == nil {
 		t.Fatal("check to a closed port succeeded")
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, mt := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range mt.GetLabel() {
-				key += "{" + l.GetValue() + "}"
-			}
-			switch {
-			case mt.GetCounter() != nil:
-				got[key] = mt.GetCounter().GetValue()
-			case mt.GetHistogram() != nil:
-				got[key] = float64(mt.GetHistogram().GetSampleCount())
-			}
-		}
-	}
+	got := metricValues(t, reg)
 	want := map[string]float64{
 		"sluice_peer_rpcs_total{Check}":              4,
 		"sluice_peer_rpc_errors_total{Check}":        1,
@@ -75,7 +57,7 @@ func TestPeerMetricsRegistered(t *testing.T) {
 }
 
 // metricValues gathers reg into name{label values...} -> value, for
-// counters and gauges.
+// counters and gauges, and the sample count of histograms.
 func metricValues(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -94,6 +76,8 @@ func metricValues(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 				got[key] = mt.GetCounter().GetValue()
 			case mt.GetGauge() != nil:
 				got[key] = mt.GetGauge().GetValue()
+			case mt.GetHistogram() != nil:
+				got[key] = float64(mt.GetHistogram().GetSampleCount())
 			}
 		}
 	}
