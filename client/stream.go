@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -58,7 +59,7 @@ type nodeStream struct {
 	downUntil atomic.Int64
 
 	mu      sync.Mutex
-	queue   []*call
+	queue   wire.Queue[*sluicev1.CheckItem, Result]
 	sending bool
 	sess    *session
 	closed  error                       // set by close: what enqueue fails with
@@ -69,8 +70,7 @@ type nodeStream struct {
 type session struct {
 	stream     sluicev1.RateLimiter_CheckStreamClient
 	cancel     context.CancelFunc
-	inflight   map[uint64][]*call
-	nextID     uint64
+	inflight   wire.Inflight[[]*call]
 	draining   bool // the node asked us to stop sending
 	sendClosed bool
 	dead       bool
@@ -82,44 +82,11 @@ type streamStats struct {
 	messages, items, queued, retries, misrouted, refreshes atomic.Int64
 }
 
-// The states of a call.
-const (
-	callQueued    uint32 = iota // queued or in flight
-	callClaimed                 // being answered
-	callAbandoned               // the caller left
-)
+// call is one caller's items for one node: In are the items, and the
+// claimer fills Out with their results.
+type call = wire.Call[*sluicev1.CheckItem, Result]
 
-// call is one caller's items for one node.
-type call struct {
-	items   []*sluicev1.CheckItem
-	results []Result // filled by the claimer
-	state   atomic.Uint32
-	done    chan error // buffered
-}
-
-var callPool = sync.Pool{New: func() any { return &call{done: make(chan error, 1)} }}
-
-func getCall(items []*sluicev1.CheckItem, results []Result) *call {
-	pc := callPool.Get().(*call)
-	pc.items, pc.results = items, results
-	pc.state.Store(callQueued)
-	return pc
-}
-
-func putCall(pc *call) {
-	pc.items, pc.results = nil, nil
-	callPool.Put(pc)
-}
-
-// claim reports whether the caller still waits; the claimer then answers.
-func (pc *call) claim() bool { return pc.state.CompareAndSwap(callQueued, callClaimed) }
-
-// fail answers pc with err if its caller still waits.
-func (pc *call) fail(err error) {
-	if pc.claim() {
-		pc.done <- err
-	}
-}
+var callPool wire.Pool[*sluicev1.CheckItem, Result]
 
 func newNodeStream(c *Client, name, addr string, conn *grpc.ClientConn) *nodeStream {
 	return &nodeStream{
@@ -145,11 +112,11 @@ func (ns *nodeStream) enqueue(pc *call) {
 	if ns.closed != nil {
 		err := ns.closed
 		ns.mu.Unlock()
-		pc.fail(err)
+		pc.Fail(err)
 		return
 	}
-	ns.queue = append(ns.queue, pc)
-	if ns.sending || (ns.sess != nil && !ns.sess.dead && !ns.sess.draining && len(ns.sess.inflight) >= ns.maxInflight) {
+	ns.queue.Push(pc)
+	if ns.sending || (ns.sess != nil && !ns.sess.dead && !ns.sess.draining && ns.sess.inflight.Len() >= ns.maxInflight) {
 		ns.stats.queued.Add(1)
 		ns.mu.Unlock()
 		return
@@ -171,7 +138,7 @@ func (ns *nodeStream) sendLoop() {
 			ns.mu.Lock()
 			continue
 		}
-		if len(ns.queue) == 0 {
+		if ns.queue.Len() == 0 {
 			break
 		}
 		if sess == nil || sess.dead || sess.draining {
@@ -192,21 +159,20 @@ func (ns *nodeStream) sendLoop() {
 			go ns.receive(s)
 			continue
 		}
-		if len(sess.inflight) >= ns.maxInflight {
+		if sess.inflight.Len() >= ns.maxInflight {
 			break
 		}
-		batch, n := ns.take()
-		if n == 0 {
+		// The batch stays in sess.inflight until answered: a new slice.
+		batch, n := ns.queue.Take(make([]*call, 0, min(ns.queue.Len(), 64)), ns.maxBatch)
+		if len(batch) == 0 {
 			continue
 		}
-		id := sess.nextID
-		sess.nextID++
-		sess.inflight[id] = batch
+		id := sess.inflight.Add(batch)
 		msg := &ns.msg
 		msg.Id = id
 		msg.Items = msg.Items[:0]
 		for _, pc := range batch {
-			msg.Items = append(msg.Items, pc.items...)
+			msg.Items = append(msg.Items, pc.In...)
 		}
 		st := sess.stream
 		ns.mu.Unlock()
@@ -219,9 +185,10 @@ func (ns *nodeStream) sendLoop() {
 			// The receiver sees the stream's end too and fails what is
 			// in flight, this batch included, unless it already left.
 			sess.dead = true
-			if b, ok := sess.inflight[id]; ok && sess.stream == nil {
-				delete(sess.inflight, id)
-				failAll(b, fmt.Errorf("%w: %v", errRetry, err))
+			if sess.stream == nil {
+				if b, ok := sess.inflight.Remove(id); ok {
+					wire.FailAll(b, fmt.Errorf("%w: %v", errRetry, err))
+				}
 			}
 		}
 	}
@@ -229,41 +196,8 @@ func (ns *nodeStream) sendLoop() {
 	ns.mu.Unlock()
 }
 
-// take removes up to maxBatch items' worth of calls from the queue (at
-// least one call), skipping abandoned ones, and returns them with their
-// item count. mu is held.
-func (ns *nodeStream) take() ([]*call, int) {
-	batch := make([]*call, 0, min(len(ns.queue), 64))
-	n, i := 0, 0
-	for ; i < len(ns.queue); i++ {
-		pc := ns.queue[i]
-		if pc.state.Load() == callAbandoned {
-			continue
-		}
-		if n > 0 && n+len(pc.items) > ns.maxBatch {
-			break
-		}
-		batch = append(batch, pc)
-		n += len(pc.items)
-	}
-	rest := copy(ns.queue, ns.queue[i:])
-	clear(ns.queue[rest:])
-	ns.queue = ns.queue[:rest]
-	return batch, n
-}
-
 // failQueue fails every queued call. mu is held.
-func (ns *nodeStream) failQueue(err error) {
-	q := ns.queue
-	ns.queue = nil
-	failAll(q, err)
-}
-
-func failAll(calls []*call, err error) {
-	for _, pc := range calls {
-		pc.fail(err)
-	}
-}
+func (ns *nodeStream) failQueue(err error) { wire.FailAll(ns.queue.Drain(), err) }
 
 // open starts a CheckStream.
 func (ns *nodeStream) open() (*session, error) {
@@ -273,7 +207,7 @@ func (ns *nodeStream) open() (*session, error) {
 		cancel()
 		return nil, err
 	}
-	return &session{stream: st, cancel: cancel, inflight: make(map[uint64][]*call)}, nil
+	return &session{stream: st, cancel: cancel}, nil
 }
 
 // receive reads answers of sess until it ends.
@@ -302,8 +236,7 @@ func (ns *nodeStream) receive(sess *session) {
 			continue
 		}
 		ns.mu.Lock()
-		batch, ok := sess.inflight[resp.GetId()]
-		delete(sess.inflight, resp.GetId())
+		batch, ok := sess.inflight.Remove(resp.GetId())
 		ns.mu.Unlock()
 		if ok {
 			ns.deliver(batch, resp.GetResults())
@@ -316,7 +249,7 @@ func (ns *nodeStream) receive(sess *session) {
 // resume lets the receiver send what waits for a free slot.
 func (ns *nodeStream) resume() {
 	ns.mu.Lock()
-	if ns.sending || len(ns.queue) == 0 {
+	if ns.sending || ns.queue.Len() == 0 {
 		ns.mu.Unlock()
 		return
 	}
@@ -328,8 +261,7 @@ func (ns *nodeStream) resume() {
 func (ns *nodeStream) broken(sess *session, err error) {
 	ns.mu.Lock()
 	sess.dead = true
-	inflight := sess.inflight
-	sess.inflight = map[uint64][]*call{}
+	inflight := sess.inflight.Drain()
 	sess.stream = nil
 	if ns.sess == sess {
 		ns.sess = nil
@@ -341,7 +273,7 @@ func (ns *nodeStream) broken(sess *session, err error) {
 	ns.mu.Unlock()
 	rerr := fmt.Errorf("%w: %s: %v", errRetry, ns.name, err)
 	for _, b := range inflight {
-		failAll(b, rerr)
+		wire.FailAll(b, rerr)
 	}
 	if ns.ctx.Err() == nil {
 		ns.kick()
@@ -353,22 +285,22 @@ func (ns *nodeStream) broken(sess *session, err error) {
 func (ns *nodeStream) deliver(batch []*call, results []*sluicev1.CheckResult) {
 	off := 0
 	for _, pc := range batch {
-		n := len(pc.items)
+		n := len(pc.In)
 		if off+n > len(results) {
-			pc.fail(status.Errorf(codes.Internal, "client: %s answered %d results for %d items", ns.name, len(results), off+n))
+			pc.Fail(status.Errorf(codes.Internal, "client: %s answered %d results for %d items", ns.name, len(results), off+n))
 			off += n
 			continue
 		}
-		if pc.claim() {
+		if pc.Claim() {
 			for j := 0; j < n; j++ {
-				pc.results[j] = fromProtoResult(results[off+j])
-				if ns.name != "" && pc.results[j].Owner != "" && pc.results[j].Owner != ns.name &&
-					pc.results[j].Source == "owner" {
+				pc.Out[j] = fromProtoResult(results[off+j])
+				if ns.name != "" && pc.Out[j].Owner != "" && pc.Out[j].Owner != ns.name &&
+					pc.Out[j].Source == "owner" {
 					ns.stats.misrouted.Add(1)
 					ns.kick()
 				}
 			}
-			pc.done <- nil
+			pc.Answer(nil)
 		}
 		off += n
 	}
@@ -392,7 +324,7 @@ func (ns *nodeStream) close(err error) {
 // still routes to it from an older table gets errRetry and goes elsewhere.
 func (ns *nodeStream) retireIfIdle() bool {
 	ns.mu.Lock()
-	if ns.sending || len(ns.queue) > 0 || (ns.sess != nil && len(ns.sess.inflight) > 0) {
+	if ns.sending || ns.queue.Len() > 0 || (ns.sess != nil && ns.sess.inflight.Len() > 0) {
 		ns.mu.Unlock()
 		return false
 	}

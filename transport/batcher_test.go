@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/wire"
 )
 
 // echoBatcher is a batcher over ints whose flush answers out[i] = 2*in[i],
@@ -28,11 +30,11 @@ func newEchoBatcher(maxBatch, maxInflight int, window time.Duration, hold chan s
 	e := &echoBatcher{hold: hold}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.batcher = &batcher[int, int]{
-		ctx: e.ctx, wg: &e.wg, pool: newPendingPool[int, int](),
+		ctx: e.ctx, wg: &e.wg, pool: new(wire.Pool[int, int]),
 		maxBatch: maxBatch, maxInflight: maxInflight, window: window, timeout: time.Minute,
 		full: make(chan struct{}, 1),
 	}
-	e.flush = func(ctx context.Context, calls []*pendingCall[int, int], n int) {
+	e.flush = func(ctx context.Context, calls []*wire.Call[int, int], n int) {
 		in := e.inflight.Add(1)
 		defer e.inflight.Add(-1)
 		for m := e.maxInfl.Load(); in > m && !e.maxInfl.CompareAndSwap(m, in); m = e.maxInfl.Load() {
@@ -46,13 +48,13 @@ func newEchoBatcher(maxBatch, maxInflight int, window time.Duration, hold chan s
 		e.flushes.Add(1)
 		for m := e.maxSeen.Load(); int64(n) > m && !e.maxSeen.CompareAndSwap(m, int64(n)); m = e.maxSeen.Load() {
 		}
-		live, _ := dropAbandoned(calls)
+		live, _ := wire.Live(calls)
 		for _, pc := range live {
-			if pc.claim() {
-				for i, v := range pc.in {
-					pc.out[i] = 2 * v
+			if pc.Claim() {
+				for i, v := range pc.In {
+					pc.Out[i] = 2 * v
 				}
-				pc.done <- nil
+				pc.Answer(nil)
 			}
 		}
 	}
@@ -62,8 +64,8 @@ func newEchoBatcher(maxBatch, maxInflight int, window time.Duration, hold chan s
 func (e *echoBatcher) call(ctx context.Context, in []int) ([]int, error) {
 	out := make([]int, len(in))
 	pc := e.get()
-	pc.in, pc.out = in, out
-	err := e.do(ctx, []*pendingCall[int, int]{pc}, nil)
+	pc.In, pc.Out = in, out
+	err := e.do(ctx, []*wire.Call[int, int]{pc}, nil)
 	return out, err
 }
 
@@ -131,8 +133,8 @@ func TestPeerBatcherStress(t *testing.T) {
 			}
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			if e.senders != 0 || e.pending != 0 || len(e.queue) != 0 {
-				t.Errorf("after shutdown: %d senders, %d pending, %d queued", e.senders, e.pending, len(e.queue))
+			if e.senders != 0 || e.pending != 0 || e.queue.Len() != 0 {
+				t.Errorf("after shutdown: %d senders, %d pending, %d queued", e.senders, e.pending, e.queue.Len())
 			}
 		})
 	}
@@ -172,4 +174,18 @@ func TestPeerBatcherCloseAnswersQueued(t *testing.T) {
 		t.Errorf("call in flight at close: %v, want its answer", err)
 	}
 	e.shutdown()
+}
+
+// queuedItems is the number of items waiting in b's queue.
+func (b *batcher[I, O]) queuedItems() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queue.Items()
+}
+
+// idle reports whether b has no sender goroutine.
+func (b *batcher[I, O]) idle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.senders == 0
 }

@@ -3,8 +3,9 @@ package transport
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/wire"
 )
 
 // A batcher coalesces concurrent calls to one peer into few RPCs, without
@@ -33,18 +34,17 @@ type batcher[I, O any] struct {
 	// ctx is the client's: cancelled by Close, it aborts RPCs in flight.
 	ctx         context.Context
 	wg          *sync.WaitGroup
-	pool        *sync.Pool // of *pendingCall[I, O]
+	pool        *wire.Pool[I, O]
 	maxBatch    int
 	maxInflight int
 	window      time.Duration
 	timeout     time.Duration
 	// flush sends one RPC for calls (n items in all, none abandoned when
 	// taken) and answers each call it can claim.
-	flush func(ctx context.Context, calls []*pendingCall[I, O], n int)
+	flush func(ctx context.Context, calls []*wire.Call[I, O], n int)
 
 	mu       sync.Mutex
-	queue    []*pendingCall[I, O]
-	queued   int // items in queue
+	queue    wire.Queue[I, O]
 	senders  int // sender goroutines
 	pending  int // senders that will take from the queue before their next RPC
 	closed   bool
@@ -52,120 +52,55 @@ type batcher[I, O any] struct {
 	full     chan struct{} // wakes a sender waiting out the window
 }
 
-// The states of a pendingCall.
-const (
-	callQueued    uint32 = iota // queued or in flight
-	callClaimed                 // being answered; done will be sent
-	callAbandoned               // the caller left; never answered
-)
-
-// pendingCall is one caller's items waiting for an RPC. in and out are the
-// caller's: only the sender that claims the call writes out.
-type pendingCall[I, O any] struct {
-	in       []I
-	out      []O
-	deadline time.Time // the caller's, zero if none
-	state    atomic.Uint32
-	done     chan error // buffered; one send per use
-}
-
-// claim reports whether the caller still waits for the call; the claimer
-// then fills out and must send on done exactly once.
-func (pc *pendingCall[I, O]) claim() bool {
-	return pc.state.CompareAndSwap(callQueued, callClaimed)
-}
-
-// fail answers pc with err if its caller still waits. pc must not be
-// touched afterwards: its caller may reuse it.
-func (pc *pendingCall[I, O]) fail(err error) {
-	if pc.claim() {
-		pc.done <- err
-	}
-}
-
-func newPendingPool[I, O any]() *sync.Pool {
-	return &sync.Pool{New: func() any { return &pendingCall[I, O]{done: make(chan error, 1)} }}
-}
-
 // get returns an unused call.
-func (b *batcher[I, O]) get() *pendingCall[I, O] {
-	pc := b.pool.Get().(*pendingCall[I, O])
-	pc.state.Store(callQueued)
-	return pc
-}
+func (b *batcher[I, O]) get() *wire.Call[I, O] { return b.pool.Get() }
 
 // do queues calls (one caller's, in order) and waits until each is
 // answered or ctx ends. It returns the first error of a call, or ctx.Err()
 // if ctx ended first. collect, if not nil, is called for each answered
 // call (in order, whatever its error) before do recycles the calls.
-func (b *batcher[I, O]) do(ctx context.Context, calls []*pendingCall[I, O], collect func(pc *pendingCall[I, O])) error {
+func (b *batcher[I, O]) do(ctx context.Context, calls []*wire.Call[I, O], collect func(pc *wire.Call[I, O])) error {
+	defer b.pool.Put(calls...)
 	if err := ctx.Err(); err != nil {
-		b.recycle(calls)
 		return err
 	}
 	dl, _ := ctx.Deadline()
 	for _, pc := range calls {
-		pc.deadline = dl
+		pc.Deadline = dl
 	}
 	if err := b.enqueue(calls); err != nil {
-		b.recycle(calls)
 		return err
 	}
 	var first error
-	for i, pc := range calls {
-		select {
-		case err := <-pc.done:
-			if err != nil && first == nil {
-				first = err
-			}
-			if collect != nil {
-				collect(pc)
-			}
-		case <-ctx.Done():
-			// Abandon what is left. A call claimed meanwhile is being
-			// answered right now: wait for it so it can be recycled.
-			for _, q := range calls[i:] {
-				if !q.state.CompareAndSwap(callQueued, callAbandoned) {
-					<-q.done
-				}
-			}
-			b.recycle(calls)
-			return ctx.Err()
+	if err := wire.Wait(ctx, calls, func(i int, err error) {
+		if err != nil && first == nil {
+			first = err
 		}
+		if collect != nil {
+			collect(calls[i])
+		}
+	}); err != nil {
+		return err
 	}
-	b.recycle(calls)
 	return first
-}
-
-// recycle returns the calls that nobody else references to the pool. An
-// abandoned call may still sit in a queue or batch: it is left to the GC.
-func (b *batcher[I, O]) recycle(calls []*pendingCall[I, O]) {
-	for _, pc := range calls {
-		if pc.state.Load() == callAbandoned {
-			continue
-		}
-		pc.in, pc.out, pc.deadline = nil, nil, time.Time{}
-		b.pool.Put(pc)
-	}
 }
 
 // enqueue appends calls to the queue and makes sure a sender will take
 // them.
-func (b *batcher[I, O]) enqueue(calls []*pendingCall[I, O]) error {
+func (b *batcher[I, O]) enqueue(calls []*wire.Call[I, O]) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return b.closeErr
 	}
 	for _, pc := range calls {
-		b.queue = append(b.queue, pc)
-		b.queued += len(pc.in)
+		b.queue.Push(pc)
 	}
 	switch {
 	case b.pending > 0:
 		// A sender will take from the queue before its next RPC; if it is
 		// waiting out the window and the batch is full, wake it.
-		if b.queued >= b.maxBatch {
+		if b.queue.Items() >= b.maxBatch {
 			select {
 			case b.full <- struct{}{}:
 			default:
@@ -189,11 +124,11 @@ func (b *batcher[I, O]) spawnLocked() {
 // the queue is empty.
 func (b *batcher[I, O]) run() {
 	defer b.wg.Done()
-	var batch []*pendingCall[I, O]
+	var batch []*wire.Call[I, O]
 	b.mu.Lock()
 	for {
 		// Here b.mu is held and this sender counts in b.pending.
-		if b.window > 0 && !b.closed && len(b.queue) > 0 && b.queued < b.maxBatch {
+		if b.window > 0 && !b.closed && b.queue.Len() > 0 && b.queue.Items() < b.maxBatch {
 			b.mu.Unlock()
 			t := time.NewTimer(b.window)
 			select {
@@ -205,14 +140,14 @@ func (b *batcher[I, O]) run() {
 			b.mu.Lock()
 		}
 		var n int
-		batch, n = b.takeLocked(batch[:0])
+		batch, n = b.queue.Take(batch[:0], b.maxBatch)
 		b.pending--
 		if len(batch) == 0 {
 			b.senders--
 			b.mu.Unlock()
 			return
 		}
-		if len(b.queue) > 0 && !b.closed && b.pending == 0 && b.senders < b.maxInflight {
+		if b.queue.Len() > 0 && !b.closed && b.pending == 0 && b.senders < b.maxInflight {
 			b.spawnLocked() // more than one batch is queued
 		}
 		b.mu.Unlock()
@@ -223,34 +158,10 @@ func (b *batcher[I, O]) run() {
 	}
 }
 
-// takeLocked moves calls from the head of the queue to batch, up to
-// maxBatch items (at least one call), dropping abandoned ones, and returns
-// the batch and its item count.
-func (b *batcher[I, O]) takeLocked(batch []*pendingCall[I, O]) ([]*pendingCall[I, O], int) {
-	n, k := 0, 0
-	for ; k < len(b.queue); k++ {
-		pc := b.queue[k]
-		if pc.state.Load() == callAbandoned {
-			b.queued -= len(pc.in)
-			continue
-		}
-		if len(batch) > 0 && n+len(pc.in) > b.maxBatch {
-			break
-		}
-		batch = append(batch, pc)
-		n += len(pc.in)
-		b.queued -= len(pc.in)
-	}
-	rest := copy(b.queue, b.queue[k:])
-	clear(b.queue[rest:])
-	b.queue = b.queue[:rest]
-	return batch, n
-}
-
 // send makes one RPC for batch. Its deadline is the client's Timeout from
 // now, or the latest deadline of the callers when every caller has an
 // earlier one: the RPC is useful as long as any of them waits.
-func (b *batcher[I, O]) send(batch []*pendingCall[I, O], n int) {
+func (b *batcher[I, O]) send(batch []*wire.Call[I, O], n int) {
 	dl := time.Now().Add(b.timeout)
 	if latest := latestDeadline(batch); !latest.IsZero() && latest.Before(dl) {
 		dl = latest
@@ -262,14 +173,14 @@ func (b *batcher[I, O]) send(batch []*pendingCall[I, O], n int) {
 
 // latestDeadline is the latest deadline of the callers of batch, or zero
 // if one of them has none.
-func latestDeadline[I, O any](batch []*pendingCall[I, O]) time.Time {
+func latestDeadline[I, O any](batch []*wire.Call[I, O]) time.Time {
 	var latest time.Time
 	for _, pc := range batch {
-		if pc.deadline.IsZero() {
+		if pc.Deadline.IsZero() {
 			return time.Time{}
 		}
-		if pc.deadline.After(latest) {
-			latest = pc.deadline
+		if pc.Deadline.After(latest) {
+			latest = pc.Deadline
 		}
 	}
 	return latest
@@ -279,7 +190,7 @@ func latestDeadline[I, O any](batch []*pendingCall[I, O]) time.Time {
 // with batch, ends at the callers' deadline rather than at the batcher's
 // timeout: an RPC that hits it was cut short by its callers, not by a
 // slow peer. It must be called before flush answers any call of batch.
-func callersDeadline[I, O any](ctx context.Context, batch []*pendingCall[I, O]) bool {
+func callersDeadline[I, O any](ctx context.Context, batch []*wire.Call[I, O]) bool {
 	dl, ok := ctx.Deadline()
 	latest := latestDeadline(batch)
 	return ok && !latest.IsZero() && !latest.After(dl)
@@ -295,14 +206,11 @@ func (b *batcher[I, O]) close(err error) {
 		return
 	}
 	b.closed, b.closeErr = true, err
-	q := b.queue
-	b.queue, b.queued = nil, 0
+	q := b.queue.Drain()
 	b.mu.Unlock()
 	select {
 	case b.full <- struct{}{}: // wake a sender waiting out the window
 	default:
 	}
-	for _, pc := range q {
-		pc.fail(err)
-	}
+	wire.FailAll(q, err)
 }

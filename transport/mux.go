@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -26,35 +27,35 @@ var errNoCheckStream = errors.New("transport: peer has no CheckStream")
 // the stream is closed for sending and its answers still read. A peer that
 // answers UNIMPLEMENTED (an older node) gets unary calls from then on.
 type checkMux struct {
-	p *peerConn
+	p    *peerConn
+	pool wire.Pool[*sluicev1.PeerItem, *sluicev1.PeerResult]
 
-	mu     sync.Mutex
-	st     *muxStream // nil until opened, or after it broke or drained
-	unary  bool       // the peer has no CheckStream
-	nextID uint64
+	mu    sync.Mutex
+	st    *muxStream // nil until opened, or after it broke or drained
+	unary bool       // the peer has no CheckStream
 }
 
-// muxStream is one CheckStream; waiting and done are guarded by
+// A muxCall is one Check call on a stream: In is its request's items, and
+// the receiver sets Out to the results of the answer.
+type muxCall = wire.Call[*sluicev1.PeerItem, *sluicev1.PeerResult]
+
+// muxStream is one CheckStream; inflight and done are guarded by
 // checkMux.mu.
 type muxStream struct {
-	stream  sluicev1.Peer_CheckStreamClient
-	cancel  context.CancelFunc
-	sendMu  sync.Mutex // a stream's Send and CloseSend are not concurrent-safe
-	waiting map[uint64]chan muxReply
-	done    bool // broken or draining: no new calls
+	stream   sluicev1.Peer_CheckStreamClient
+	cancel   context.CancelFunc
+	sendMu   sync.Mutex // a stream's Send and CloseSend are not concurrent-safe
+	inflight wire.Inflight[*muxCall]
+	done     bool // broken or draining: no new calls
 }
 
-type muxReply struct {
-	resp *sluicev1.PeerCheckResponse
-	err  error
-}
-
-// call makes one Check call, on the stream if the peer has one.
-func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) (*sluicev1.PeerCheckResponse, error) {
+// call makes one Check call, on the stream if the peer has one, and
+// returns the results of its answer.
+func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) ([]*sluicev1.PeerResult, error) {
 	m.mu.Lock()
 	if m.unary {
 		m.mu.Unlock()
-		return m.p.rpc.Check(ctx, req)
+		return m.unaryCall(ctx, req)
 	}
 	s := m.st
 	if s == nil || s.done {
@@ -68,7 +69,7 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) (*s
 		m.mu.Lock()
 		if m.unary {
 			m.mu.Unlock()
-			return m.p.rpc.Check(ctx, req)
+			return m.unaryCall(ctx, req)
 		}
 		if s = m.st; s == nil || s.done {
 			var err error
@@ -79,31 +80,37 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) (*s
 			m.st = s
 		}
 	}
-	id := m.nextID
-	m.nextID++
-	ch := make(chan muxReply, 1)
-	s.waiting[id] = ch
+	c := m.pool.Get()
+	c.In = req.Items
+	id := s.inflight.Add(c)
 	m.mu.Unlock()
 
 	s.sendMu.Lock()
 	// A failed Send means the stream has ended: its receiver learns why
-	// from Recv and answers ch.
+	// from Recv and answers c.
 	_ = s.stream.Send(&sluicev1.PeerCheckStreamRequest{Id: id, Request: req})
 	s.sendMu.Unlock()
-	select {
-	case r := <-ch:
-		if errors.Is(r.err, errNoCheckStream) {
-			return m.p.rpc.Check(ctx, req)
-		}
-		return r.resp, r.err
-	case <-ctx.Done():
+	one := [1]*muxCall{c}
+	var err error
+	if werr := wire.Wait(ctx, one[:], func(_ int, e error) { err = e }); werr != nil {
 		m.mu.Lock()
-		if s.waiting != nil {
-			delete(s.waiting, id)
-		}
+		s.inflight.Remove(id) // a late answer finds nothing
 		m.mu.Unlock()
-		return nil, status.FromContextError(ctx.Err()).Err()
+		m.pool.Put(c) // not if abandoned: the receiver may still hold it
+		return nil, status.FromContextError(werr).Err()
 	}
+	results := c.Out
+	m.pool.Put(c)
+	if errors.Is(err, errNoCheckStream) {
+		return m.unaryCall(ctx, req)
+	}
+	return results, err
+}
+
+// unaryCall makes one Check call as a unary RPC.
+func (m *checkMux) unaryCall(ctx context.Context, req *sluicev1.PeerCheckRequest) ([]*sluicev1.PeerResult, error) {
+	resp, err := m.p.rpc.Check(ctx, req)
+	return resp.GetResults(), err
 }
 
 // ready waits until the peer's connection is up, as a unary call without
@@ -137,7 +144,7 @@ func (m *checkMux) open() (*muxStream, error) {
 		cancel()
 		return nil, err
 	}
-	s := &muxStream{stream: st, cancel: cancel, waiting: map[uint64]chan muxReply{}}
+	s := &muxStream{stream: st, cancel: cancel}
 	m.p.c.wg.Add(1)
 	go m.receive(s)
 	return s, nil
@@ -166,29 +173,28 @@ func (m *checkMux) receive(s *muxStream) {
 			continue
 		}
 		m.mu.Lock()
-		ch := s.waiting[resp.GetId()]
-		delete(s.waiting, resp.GetId())
+		c, ok := s.inflight.Remove(resp.GetId())
 		m.mu.Unlock()
-		if ch == nil {
+		if !ok {
 			continue // its caller gave up
 		}
-		if c := codes.Code(resp.GetCode()); c != codes.OK {
-			ch <- muxReply{err: status.Error(c, resp.GetMessage())}
-		} else {
-			ch <- muxReply{resp: resp.GetResponse()}
+		if code := codes.Code(resp.GetCode()); code != codes.OK {
+			c.Fail(status.Error(code, resp.GetMessage()))
+		} else if c.Claim() {
+			c.Out = resp.GetResponse().GetResults()
+			c.Answer(nil)
 		}
 	}
 }
 
-// end fails the calls still waiting on s, whose stream ended with err.
+// end fails the calls still in flight on s, whose stream ended with err.
 func (m *checkMux) end(s *muxStream, err error) {
 	m.mu.Lock()
 	s.done = true
 	if m.st == s {
 		m.st = nil
 	}
-	waiting := s.waiting
-	s.waiting = nil
+	inflight := s.inflight.Drain()
 	switch status.Code(err) {
 	case codes.Unimplemented:
 		m.unary = true
@@ -201,7 +207,7 @@ func (m *checkMux) end(s *muxStream, err error) {
 		err = status.Error(codes.Unavailable, fmt.Sprintf("peer stream ended: %v", err))
 	}
 	m.mu.Unlock()
-	for _, ch := range waiting {
-		ch <- muxReply{err: err}
+	for _, c := range inflight {
+		c.Fail(err)
 	}
 }
