@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/bucket"
-	"github.com/sluice-rl/sluice/internal/codec"
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
@@ -81,7 +80,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	// PING per burst of data costs a write and a read on each side: on a
 	// stream of small check messages, as many syscalls as the checks
 	// themselves. 1 MiB windows are ample for check messages.
-	opts := append([]grpc.ServerOption{codec.ServerOption(),
+	opts := append([]grpc.ServerOption{wire.ServerOption(),
 		grpc.InitialWindowSize(wire.FlowWindow), grpc.InitialConnWindowSize(wire.FlowWindow)}, cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	drainCtx, drain := context.WithCancel(context.Background())

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
@@ -44,7 +44,7 @@ func startStreamServer(t *testing.T) (*GRPC, sluicev1.RateLimiter_CheckStreamCli
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Server.Serve(ln) }()
 	t.Cleanup(func() { g.Server.Stop(); <-served })
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), codec.DialOption())
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
-	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -122,7 +122,7 @@ func New(cfg Config) (*Client, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithResolvers(r),
 		grpc.WithDefaultServiceConfig(serviceConfig),
-		codec.DialOption(),
+		wire.DialOption(),
 	}, cfg.DialOptions...)
 	conn, err := grpc.NewClient(r.Scheme()+":///sluice", opts...)
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluice-rl/sluice/internal/codec"
 	"github.com/sluice-rl/sluice/internal/identity"
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 	"github.com/sluice-rl/sluice/ring"
 )
@@ -222,18 +222,15 @@ func (c *Client) streamLocked(name, addr string) (*nodeStream, error) {
 	return ns, nil
 }
 
-// flowWindow is the HTTP/2 flow-control window of the client's streams.
-const flowWindow = 1 << 20
-
 // dial opens a connection to one node.
 func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		codec.DialOption(),
-		// Fixed windows turn off gRPC's BDP estimation and its PINGs (as on
-		// the nodes: transport.FlowWindow).
-		grpc.WithInitialWindowSize(flowWindow),
-		grpc.WithInitialConnWindowSize(flowWindow),
+		wire.DialOption(),
+		// Fixed windows turn off gRPC's BDP estimation and its PINGs, as
+		// on the nodes.
+		grpc.WithInitialWindowSize(wire.FlowWindow),
+		grpc.WithInitialConnWindowSize(wire.FlowWindow),
 		// Reconnect soon after a node comes back: gRPC's default backoff
 		// grows to 2 minutes, during which the node would be routed around.
 		grpc.WithConnectParams(grpc.ConnectParams{

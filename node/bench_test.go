@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -38,7 +38,7 @@ func startEcho(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := grpc.NewServer(codec.ServerOption())
+	s := grpc.NewServer(wire.ServerOption())
 	sluicev1.RegisterRateLimiterServer(s, echoServer{})
 	go func() { _ = s.Serve(ln) }()
 	b.Cleanup(s.Stop)
@@ -49,7 +49,7 @@ func startEcho(b *testing.B) string {
 // and reports checks/s.
 func benchCheck(b *testing.B, addr string, items int) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		codec.DialOption())
+		wire.DialOption())
 	if err != nil {
 		b.Fatal(err)
 	}

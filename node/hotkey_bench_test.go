@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/node"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
@@ -62,7 +62,7 @@ func BenchmarkHotKey(b *testing.B) {
 			})
 			apis := make([]sluicev1.RateLimiterClient, len(nodes))
 			for i, nd := range nodes {
-				conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()), codec.DialOption())
+				conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/node"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
@@ -32,7 +32,7 @@ func BenchmarkOwnerLoss(b *testing.B) {
 		victim := nodes[2]
 		apis := make([]sluicev1.RateLimiterClient, 2)
 		for i, nd := range nodes[:2] {
-			conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()), codec.DialOption())
+			conn, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
 			if err != nil {
 				b.Fatal(err)
 			}

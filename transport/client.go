@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluice-rl/sluice/internal/codec"
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
@@ -101,17 +100,17 @@ var errClientClosed = fmt.Errorf("%w: peer client closed", limiter.ErrPeerUnavai
 func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	switch {
 	case cfg.Self == "":
-		return nil, errors.New("transport: PeerClientConfig.Self is required")
+		return nil, fmt.Errorf("%w: PeerClientConfig.Self: is required", ErrInvalidConfig)
 	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("transport: PeerClientConfig.Timeout must be >= 0, got %v", cfg.Timeout)
+		return nil, fmt.Errorf("%w: PeerClientConfig.Timeout: must be >= 0, got %v", ErrInvalidConfig, cfg.Timeout)
 	case cfg.MaxBatch < 0 || cfg.MaxBatch > MaxPeerBatch:
-		return nil, fmt.Errorf("transport: PeerClientConfig.MaxBatch must be in [0, %d], got %d", MaxPeerBatch, cfg.MaxBatch)
+		return nil, fmt.Errorf("%w: PeerClientConfig.MaxBatch: must be in [0, %d], got %d", ErrInvalidConfig, MaxPeerBatch, cfg.MaxBatch)
 	case cfg.BatchWindow < 0:
-		return nil, fmt.Errorf("transport: PeerClientConfig.BatchWindow must be >= 0, got %v", cfg.BatchWindow)
+		return nil, fmt.Errorf("%w: PeerClientConfig.BatchWindow: must be >= 0, got %v", ErrInvalidConfig, cfg.BatchWindow)
 	case cfg.MaxInflight < 0:
-		return nil, fmt.Errorf("transport: PeerClientConfig.MaxInflight must be >= 0, got %d", cfg.MaxInflight)
+		return nil, fmt.Errorf("%w: PeerClientConfig.MaxInflight: must be >= 0, got %d", ErrInvalidConfig, cfg.MaxInflight)
 	case cfg.BreakerCooldown < 0:
-		return nil, fmt.Errorf("transport: PeerClientConfig.BreakerCooldown must be >= 0, got %v", cfg.BreakerCooldown)
+		return nil, fmt.Errorf("%w: PeerClientConfig.BreakerCooldown: must be >= 0, got %v", ErrInvalidConfig, cfg.BreakerCooldown)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultPeerTimeout
@@ -135,13 +134,13 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	// The vtprotobuf codec first (caller options can override it); append copies.
-	// Fixed windows, as on the servers (FlowWindow): no BDP pings.
-	cfg.DialOptions = append([]grpc.DialOption{codec.DialOption(),
-		grpc.WithInitialWindowSize(FlowWindow), grpc.WithInitialConnWindowSize(FlowWindow)}, cfg.DialOptions...)
+	// Fixed windows, as on the servers (wire.FlowWindow): no BDP pings.
+	cfg.DialOptions = append([]grpc.DialOption{wire.DialOption(),
+		grpc.WithInitialWindowSize(wire.FlowWindow), grpc.WithInitialConnWindowSize(wire.FlowWindow)}, cfg.DialOptions...)
 	// Surface bad dial options now rather than on the first forward.
 	probe, err := grpc.NewClient("passthrough:///sluice-peer-probe", cfg.DialOptions...)
 	if err != nil {
-		return nil, fmt.Errorf("transport: PeerClientConfig.DialOptions: %w", err)
+		return nil, fmt.Errorf("%w: PeerClientConfig.DialOptions: %w", ErrInvalidConfig, err)
 	}
 	_ = probe.Close()
 	c := &PeerClient{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,4 +301,27 @@ func servePeerOn(t *testing.T, lis net.Listener, name string, svc PeerService) {
 		s.Stop()
 		<-served
 	})
+}
+
+func TestNewPeerClientBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   PeerClientConfig
+		field string
+	}{
+		{PeerClientConfig{}, "Self"},
+		{PeerClientConfig{Self: "a", Timeout: -1}, "Timeout"},
+		{PeerClientConfig{Self: "a", MaxBatch: MaxPeerBatch + 1}, "MaxBatch"},
+		{PeerClientConfig{Self: "a", MaxBatch: -1}, "MaxBatch"},
+		{PeerClientConfig{Self: "a", BatchWindow: -1}, "BatchWindow"},
+		{PeerClientConfig{Self: "a", MaxInflight: -1}, "MaxInflight"},
+		{PeerClientConfig{Self: "a", BreakerCooldown: -1}, "BreakerCooldown"},
+	} {
+		c, err := NewPeerClient(tc.cfg)
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "PeerClientConfig."+tc.field+":") {
+			t.Errorf("%+v: err %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 	"github.com/sluice-rl/sluice/store"
@@ -20,44 +21,9 @@ import (
 // messages. The to* functions fill preallocated messages so that a batch
 // costs one allocation per slice, not one per item.
 
-// toProtoAlgorithm maps a bucket algorithm to the wire enum.
-func toProtoAlgorithm(a bucket.Algorithm) sluicev1.Algorithm {
-	switch a {
-	case bucket.TokenBucket:
-		return sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET
-	case bucket.SlidingWindow:
-		return sluicev1.Algorithm_ALGORITHM_SLIDING_WINDOW
-	case bucket.FixedWindow:
-		return sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW
-	case bucket.SlidingLog:
-		return sluicev1.Algorithm_ALGORITHM_SLIDING_LOG
-	case bucket.Concurrency:
-		return sluicev1.Algorithm_ALGORITHM_CONCURRENCY
-	}
-	return sluicev1.Algorithm_ALGORITHM_UNSPECIFIED
-}
-
-// fromProtoAlgorithm maps the wire enum to a bucket algorithm. A peer always
-// sends a resolved algorithm, so UNSPECIFIED is an error here.
-func fromProtoAlgorithm(a sluicev1.Algorithm) (bucket.Algorithm, bool) {
-	switch a {
-	case sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET:
-		return bucket.TokenBucket, true
-	case sluicev1.Algorithm_ALGORITHM_SLIDING_WINDOW:
-		return bucket.SlidingWindow, true
-	case sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW:
-		return bucket.FixedWindow, true
-	case sluicev1.Algorithm_ALGORITHM_SLIDING_LOG:
-		return bucket.SlidingLog, true
-	case sluicev1.Algorithm_ALGORITHM_CONCURRENCY:
-		return bucket.Concurrency, true
-	}
-	return 0, false
-}
-
 // toPeerItem fills item and lim (preallocated) from f and returns item.
 func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.Forwarded) *sluicev1.PeerItem {
-	lim.Algorithm = toProtoAlgorithm(f.Limit.Algorithm)
+	lim.Algorithm = wire.ToProtoAlgorithm(f.Limit.Algorithm)
 	lim.Limit = f.Limit.Limit
 	lim.PeriodNs = int64(f.Limit.Period)
 	lim.Burst = f.Limit.Burst
@@ -81,17 +47,17 @@ var peerLimitFields = map[string]string{
 // bucket algorithms would not accept: the limit passes Validate and the
 // cost is within [0, limiter.MaxCost]. The error names the field relative
 // to the item.
-func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *protoFieldError {
+func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldError {
 	if it == nil {
-		return &protoFieldError{"", "must not be null"}
+		return &wire.FieldError{Field: "", Reason: "must not be null"}
 	}
 	l := it.GetLimit()
 	if l == nil {
-		return &protoFieldError{"limit", "is required"}
+		return &wire.FieldError{Field: "limit", Reason: "is required"}
 	}
-	alg, ok := fromProtoAlgorithm(l.GetAlgorithm())
+	alg, ok := wire.FromProtoAlgorithm(l.GetAlgorithm())
 	if !ok {
-		return &protoFieldError{"limit.algorithm", fmt.Sprintf("unknown algorithm %d", l.GetAlgorithm())}
+		return &wire.FieldError{Field: "limit.algorithm", Reason: fmt.Sprintf("unknown algorithm %d", l.GetAlgorithm())}
 	}
 	*dst = limiter.Forwarded{
 		Hash:  it.GetHash(),
@@ -106,15 +72,15 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *protoFieldErro
 			if field == "" {
 				field = "limit"
 			}
-			return &protoFieldError{field, fe.Reason}
+			return &wire.FieldError{Field: field, Reason: fe.Reason}
 		}
-		return &protoFieldError{"limit", err.Error()}
+		return &wire.FieldError{Field: "limit", Reason: err.Error()}
 	}
 	switch {
 	case dst.Cost < 0:
-		return &protoFieldError{"cost", "must be >= 0"}
+		return &wire.FieldError{Field: "cost", Reason: "must be >= 0"}
 	case dst.Cost > limiter.MaxCost:
-		return &protoFieldError{"cost", fmt.Sprintf("must be <= %d", limiter.MaxCost)}
+		return &wire.FieldError{Field: "cost", Reason: fmt.Sprintf("must be <= %d", limiter.MaxCost)}
 	}
 	return nil
 }
@@ -182,7 +148,7 @@ func answerCode(err error) codes.Code {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.OK && st.Code() != codes.Unknown {
 		return st.Code()
 	}
-	return itemCode(err)
+	return wire.ItemCode(err)
 }
 
 // answerError rebuilds a per-item error sent by a peer: a gRPC status
@@ -217,7 +183,7 @@ func (e *fullError) GRPCStatus() *status.Status {
 // algorithm is sent.
 func toKeyState(dst *sluicev1.KeyState, e *store.Entry) *sluicev1.KeyState {
 	dst.Hash = e.Key
-	dst.Algorithm = toProtoAlgorithm(e.Algorithm)
+	dst.Algorithm = wire.ToProtoAlgorithm(e.Algorithm)
 	dst.PeriodNs = e.Period
 	switch e.Algorithm {
 	case bucket.TokenBucket:
@@ -253,13 +219,13 @@ func toKeyState(dst *sluicev1.KeyState, e *store.Entry) *sluicev1.KeyState {
 // algorithm, columns of equal length, a period for a sliding log. The
 // error names the field relative to the state. The result shares nothing
 // with ks.
-func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *protoFieldError {
+func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *wire.FieldError {
 	if ks == nil {
-		return &protoFieldError{"", "must not be null"}
+		return &wire.FieldError{Field: "", Reason: "must not be null"}
 	}
-	alg, ok := fromProtoAlgorithm(ks.GetAlgorithm())
+	alg, ok := wire.FromProtoAlgorithm(ks.GetAlgorithm())
 	if !ok {
-		return &protoFieldError{"algorithm", fmt.Sprintf("unknown algorithm %d", ks.GetAlgorithm())}
+		return &wire.FieldError{Field: "algorithm", Reason: fmt.Sprintf("unknown algorithm %d", ks.GetAlgorithm())}
 	}
 	*dst = store.Entry{Key: ks.GetHash(), Algorithm: alg, Period: ks.GetPeriodNs()}
 	switch alg {
@@ -275,10 +241,10 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *protoFieldError {
 	case bucket.SlidingLog:
 		at, cost := ks.GetLogAt(), ks.GetLogCost()
 		if len(at) != len(cost) {
-			return &protoFieldError{"log_cost", fmt.Sprintf("has %d values for %d log_at", len(cost), len(at))}
+			return &wire.FieldError{Field: "log_cost", Reason: fmt.Sprintf("has %d values for %d log_at", len(cost), len(at))}
 		}
 		if dst.Period <= 0 {
-			return &protoFieldError{"period_ns", "must be > 0 for sliding_log"}
+			return &wire.FieldError{Field: "period_ns", Reason: "must be > 0 for sliding_log"}
 		}
 		if len(at) > 0 {
 			dst.Log.Entries = make([]bucket.LogEntry, len(at))
@@ -289,10 +255,10 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *protoFieldError {
 	case bucket.Concurrency:
 		id, cost, exp := ks.GetLeaseId(), ks.GetLeaseCost(), ks.GetLeaseExpires()
 		if len(cost) != len(id) {
-			return &protoFieldError{"lease_cost", fmt.Sprintf("has %d values for %d lease_id", len(cost), len(id))}
+			return &wire.FieldError{Field: "lease_cost", Reason: fmt.Sprintf("has %d values for %d lease_id", len(cost), len(id))}
 		}
 		if len(exp) != len(id) {
-			return &protoFieldError{"lease_expires", fmt.Sprintf("has %d values for %d lease_id", len(exp), len(id))}
+			return &wire.FieldError{Field: "lease_expires", Reason: fmt.Sprintf("has %d values for %d lease_id", len(exp), len(id))}
 		}
 		if len(id) > 0 {
 			dst.Leases.Leases = make([]bucket.Lease, len(id))

@@ -150,3 +150,8 @@ func (m *PeerMetrics) refused(n int32) {
 		m.refusedC.Add(float64(n))
 	}
 }
+
+// nopObserver records nothing: the observer of a nil *PeerMetrics.
+type nopObserver struct{}
+
+func (nopObserver) Observe(float64) {}

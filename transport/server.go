@@ -79,9 +79,9 @@ type Server struct {
 func NewServer(cfg ServerConfig) (*Server, error) {
 	switch {
 	case cfg.Service == nil:
-		return nil, fmt.Errorf("%w: Service: is required", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: ServerConfig.Service: is required", ErrInvalidConfig)
 	case cfg.Self == "":
-		return nil, fmt.Errorf("%w: Self: must not be empty", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: ServerConfig.Self: must not be empty", ErrInvalidConfig)
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/internal/bench"
-	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -48,7 +48,7 @@ func runEchoServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := grpc.NewServer(codec.ServerOption())
+	s := grpc.NewServer(wire.ServerOption())
 	sluicev1.RegisterRateLimiterServer(s, echoServer{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -71,7 +71,7 @@ type echoTarget struct {
 var _ bench.Target = (*echoTarget)(nil)
 
 func newEchoTarget(addr string, limit, burst int64, period time.Duration) (*echoTarget, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), codec.DialOption())
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
 	if err != nil {
 		return nil, err
 	}

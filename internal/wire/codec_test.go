@@ -1,4 +1,4 @@
-package codec_test
+package wire_test
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -18,11 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-rl/sluice/internal/codec"
+	"github.com/sluice-rl/sluice/internal/wire"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func checkRequest(items int) *sluicev1.CheckRequest {
 	req := &sluicev1.CheckRequest{}
@@ -63,7 +60,7 @@ func checkResponse(items int) *sluicev1.CheckResponse {
 // google.golang.org/protobuf's, and unmarshals them into a new into.
 func roundTrip(t *testing.T, v, into proto.Message) {
 	t.Helper()
-	c := codec.Codec{}
+	c := wire.Codec{}
 	data, err := c.Marshal(v)
 	if err != nil {
 		t.Fatalf("Marshal(%T): %v", v, err)
@@ -106,7 +103,7 @@ func TestRoundTripNonVT(t *testing.T) {
 // Unmarshal replaces the target's contents, like proto.Unmarshal, though
 // vtprotobuf's UnmarshalVT merges.
 func TestUnmarshalReplaces(t *testing.T) {
-	c := codec.Codec{}
+	c := wire.Codec{}
 	data, err := c.Marshal(checkRequest(2))
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +120,7 @@ func TestUnmarshalReplaces(t *testing.T) {
 
 // Decoding into a message from a vtprotobuf pool reuses its results.
 func TestUnmarshalPooled(t *testing.T) {
-	c := codec.Codec{}
+	c := wire.Codec{}
 	want := &sluicev1.PeerCheckResponse{Owner: "n1"}
 	for i := 0; i < 100; i++ {
 		want.Results = append(want.Results, &sluicev1.PeerResult{Allowed: true, Limit: 10, Remaining: int64(i)})
@@ -169,7 +166,7 @@ func TestUnmarshalSplitBuffers(t *testing.T) {
 		b = b[n:]
 	}
 	got := &sluicev1.CheckResponse{}
-	if err := (codec.Codec{}).Unmarshal(data, got); err != nil {
+	if err := (wire.Codec{}).Unmarshal(data, got); err != nil {
 		t.Fatal(err)
 	}
 	if !proto.Equal(got, want) {
@@ -178,7 +175,7 @@ func TestUnmarshalSplitBuffers(t *testing.T) {
 }
 
 func TestNotAMessage(t *testing.T) {
-	c := codec.Codec{}
+	c := wire.Codec{}
 	if _, err := c.Marshal("x"); err == nil {
 		t.Error("Marshal of a string: no error")
 	}
@@ -244,10 +241,10 @@ func TestGRPC(t *testing.T) {
 			var sopts []grpc.ServerOption
 			var dopts []grpc.DialOption
 			if tc.server {
-				sopts = append(sopts, codec.ServerOption())
+				sopts = append(sopts, wire.ServerOption())
 			}
 			if tc.client {
-				dopts = append(dopts, codec.DialOption())
+				dopts = append(dopts, wire.DialOption())
 			}
 			conn := dial(t, serve(t, sopts...), dopts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -292,7 +289,7 @@ func BenchmarkMarshal(b *testing.B) {
 	resp := checkResponse(100)
 	b.ReportAllocs()
 	for b.Loop() {
-		data, err := (codec.Codec{}).Marshal(resp)
+		data, err := (wire.Codec{}).Marshal(resp)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -307,7 +304,7 @@ func BenchmarkUnmarshal(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := (codec.Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &sluicev1.CheckRequest{}); err != nil {
+		if err := (wire.Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &sluicev1.CheckRequest{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,5 +1,5 @@
 //go:build !race
 
-package codec_test
+package wire_test
 
 const raceEnabled = false
