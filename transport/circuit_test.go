@@ -100,7 +100,7 @@ func TestPeerBreakerOpensAndRecovers(t *testing.T) {
 		t.Fatalf("listening again on %s: %v", owner.GRPCAddr, err)
 	}
 	fake := newFakePeer(t, store.Config{})
-	servePeerOn(t, lis, "owner", fake)
+	servePeerOn(t, lis, "owner", fake, nil)
 	p := c.peerOf("owner")
 	waitFor(t, "the connection to the restarted peer", func() bool {
 		s := p.cc.GetState()

@@ -288,10 +288,10 @@ func fastReconnect() []grpc.DialOption {
 }
 
 // servePeerOn serves svc on lis until cleanup.
-func servePeerOn(t *testing.T, lis net.Listener, name string, svc PeerService) {
+func servePeerOn(t testing.TB, lis net.Listener, name string, svc PeerService, m *PeerMetrics) *grpc.Server {
 	t.Helper()
 	s := grpc.NewServer()
-	registerPeer(t, s, svc, name, nil)
+	registerPeer(t, s, svc, name, m)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -301,6 +301,7 @@ func servePeerOn(t *testing.T, lis net.Listener, name string, svc PeerService) {
 		s.Stop()
 		<-served
 	})
+	return s
 }
 
 func TestNewPeerClientBadConfig(t *testing.T) {

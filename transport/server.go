@@ -205,25 +205,26 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 	return resp, nil
 }
 
-// singleItem converts the item of an Acquire or Release.
-func singleItem(it *sluicev1.PeerItem) (limiter.Forwarded, error) {
+// singleItem validates the hop count and converts the item of an Acquire
+// or Release.
+func singleItem(hops uint32, it *sluicev1.PeerItem) (int, limiter.Forwarded, error) {
 	var f limiter.Forwarded
+	h, err := peerHops(hops)
+	if err != nil {
+		return 0, f, err
+	}
 	if it == nil {
-		return f, wire.InvalidArgument("item", "is required")
+		return 0, f, wire.InvalidArgument("item", "is required")
 	}
 	if fe := fromPeerItem(&f, it); fe != nil {
-		return f, wire.InvalidArgument(peerFieldPath("item", fe.Field), fe.Reason)
+		return 0, f, wire.InvalidArgument(peerFieldPath("item", fe.Field), fe.Reason)
 	}
-	return f, nil
+	return h, f, nil
 }
 
 func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireRequest) (*sluicev1.PeerAcquireResponse, error) {
 	defer s.observe(peerAcquire, time.Now())
-	hops, err := peerHops(req.GetHops())
-	if err != nil {
-		return nil, err
-	}
-	f, err := singleItem(req.GetItem())
+	hops, f, err := singleItem(req.GetHops(), req.GetItem())
 	if err != nil {
 		return nil, err
 	}
@@ -242,11 +243,7 @@ func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireReque
 
 func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseRequest) (*sluicev1.PeerReleaseResponse, error) {
 	defer s.observe(peerRelease, time.Now())
-	hops, err := peerHops(req.GetHops())
-	if err != nil {
-		return nil, err
-	}
-	f, err := singleItem(req.GetItem())
+	hops, f, err := singleItem(req.GetHops(), req.GetItem())
 	if err != nil {
 		return nil, err
 	}

@@ -155,17 +155,7 @@ func startPeerServerWith(t testing.TB, name string, svc PeerService, m *PeerMetr
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer()
-	registerPeer(t, s, svc, name, m)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-served
-	})
+	s := servePeerOn(t, lis, name, svc, m)
 	return ring.Member{Name: name, GRPCAddr: lis.Addr().String()}, s
 }
 
