@@ -69,7 +69,7 @@ type departure struct {
 // caller must call Shutdown to release the port and the goroutines.
 //
 // Configuration errors are *ConfigError values (several are joined with
-// errors.Join), each naming its field.
+// errors.Join), each naming its field and wrapping ErrInvalidConfig.
 func New(cfg Config) (*Cluster, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

@@ -263,7 +263,7 @@ func TestUpdateMeta(t *testing.T) {
 	})
 
 	var ce *cluster.ConfigError
-	if err := nodes[1].UpdateMeta(cluster.NodeMeta{GRPCAddr: "no-port"}, time.Second); !errors.As(err, &ce) || ce.Field != "Meta.GRPCAddr" {
+	if err := nodes[1].UpdateMeta(cluster.NodeMeta{GRPCAddr: "no-port"}, time.Second); !errors.As(err, &ce) || ce.Field != "Meta.GRPCAddr" || !errors.Is(err, cluster.ErrInvalidConfig) {
 		t.Fatalf("UpdateMeta(bad) = %v, want a ConfigError for Meta.GRPCAddr", err)
 	}
 }

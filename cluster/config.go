@@ -134,8 +134,14 @@ func LocalConfig(name string) Config {
 	}
 }
 
+// ErrInvalidConfig is wrapped by every *ConfigError: errors.Is(err,
+// ErrInvalidConfig) holds for an error of New or UpdateMeta caused by a
+// bad Config or NodeMeta.
+var ErrInvalidConfig = errors.New("cluster: invalid config")
+
 // ConfigError reports an invalid Config field. New returns one, or several
-// joined with errors.Join, wrapped in nothing else.
+// joined with errors.Join, wrapped in nothing else. It wraps
+// ErrInvalidConfig, and reads "cluster: invalid config: Field: reason".
 type ConfigError struct {
 	// Field names the field, as in the Config struct: "BindAddr",
 	// "Join[2]", "Meta.GRPCAddr".
@@ -145,8 +151,11 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	return "cluster: invalid Config." + e.Field + ": " + e.Reason
+	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + e.Reason
 }
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // withDefaults returns c with the zero optional fields set to their
 // defaults.

@@ -42,8 +42,11 @@ func TestConfigValidation(t *testing.T) {
 				_ = c.Shutdown()
 				t.Fatal("New succeeded")
 			}
+			if !errors.Is(err, cluster.ErrInvalidConfig) {
+				t.Errorf("error %v does not wrap cluster.ErrInvalidConfig", err)
+			}
 			for _, f := range tt.fields {
-				if !strings.Contains(err.Error(), "Config."+f+":") {
+				if !strings.Contains(err.Error(), "cluster: invalid config: "+f+": ") {
 					t.Errorf("error %q does not name %s", err, f)
 				}
 			}

@@ -35,8 +35,17 @@ func (v *view) owner(self string, hash uint64) (ring.Member, bool) {
 // pending: until their previous owner has handed them off, a check of a key
 // that has not arrived yet fetches it from that owner first. After
 // SetMembers, the node should call HandOff to push the states it no longer
-// owns. SetMembers must not be called concurrently with itself.
+// owns. SetMembers must not be called concurrently with itself. A limiter
+// built without Peers accepts only a list of itself (ErrInvalidConfig
+// otherwise).
 func (l *Limiter) SetMembers(members []ring.Member) error {
+	if l.peers == nil {
+		for _, m := range members {
+			if m.Name != l.name {
+				return fmt.Errorf("%w: Peers: nil, so the ring may list only this node, not %q", ErrInvalidConfig, m.Name)
+			}
+		}
+	}
 	r, err := ring.New(l.ringCfg, members)
 	if err != nil {
 		return fmt.Errorf("limiter: %w", err)

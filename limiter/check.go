@@ -1,0 +1,117 @@
+package limiter
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/ring"
+)
+
+// Check decides a batch of requests. Every item is validated before any is
+// applied: an invalid item fails the whole call with a *FieldError and
+// nothing is consumed. Each valid item is then decided on its own, here if
+// this node owns its key, else by its owner. Results are appended to
+// out[:0] and returned.
+func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Result, error) {
+	if len(reqs) == 0 || len(reqs) > MaxItems {
+		return out[:0], tooManyItems(len(reqs))
+	}
+	set := l.policies.Load()
+	var small [8]job
+	jobs := small[:0]
+	if len(reqs) > len(small) {
+		jobs = make([]job, 0, len(reqs))
+	}
+	for i := range reqs {
+		r, err := l.resolve(set, i, &reqs[i])
+		if err != nil {
+			return out[:0], err
+		}
+		if r.limit.Algorithm == bucket.Concurrency && reqs[i].Cost > 0 {
+			return out[:0], &FieldError{i, "algorithm", "concurrency limits are taken with Acquire and Release; Check may only read them (cost 0)", ErrInvalid}
+		}
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, mode: r.mode, grants: r.grants})
+	}
+	out = out[:0]
+	for i := range jobs {
+		out = append(out, Result{Policy: reqs[i].Policy, Period: jobs[i].limit.Period})
+	}
+	for i := range jobs {
+		jobs[i].res = &out[i]
+	}
+	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
+	l.metrics.observeBatch(out, jobs)
+	return out, nil
+}
+
+// job is one item being decided; res receives the answer.
+type job struct {
+	hash  uint64
+	limit bucket.Limit
+	cost  int64
+	mode  policy.FailureMode
+	// grants is the limit's grant mode; upTo marks a grant request from
+	// another node, and granted receives what it was given.
+	grants  policy.GrantMode
+	upTo    bool
+	granted int64
+	owner   ring.Member
+	res     *Result
+}
+
+// route returns the node that should decide hash, and whether it is this one.
+func (l *Limiter) route(v *view, hash uint64) (ring.Member, bool) {
+	owner, mine := v.owner(l.name, hash)
+	if mine {
+		if to, ok := l.moved.get(hash); ok {
+			return to, false
+		}
+	}
+	return owner, mine
+}
+
+// decide answers jobs: those this node owns here, the others through their
+// owners. forceLocal applies every job here (a forwarded item whose hop
+// budget is spent).
+func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool, jobs []job, now int64) {
+	var remote []*job
+	for i := range jobs {
+		j := &jobs[i]
+		owner, mine := l.route(v, j.hash)
+		if mine || forceLocal || l.peers == nil {
+			l.applyLocal(ctx, v, j, now)
+			continue
+		}
+		if hops == 0 && !j.upTo && l.useGrant(ctx, v, j, owner, now) {
+			continue
+		}
+		j.owner = owner
+		remote = append(remote, j)
+	}
+	if len(remote) > 0 {
+		l.forward(ctx, v, hops, remote, now)
+	}
+}
+
+// applyLocal decides one job on this node's store, first fetching the key's
+// state from its previous owner if it may still be on its way.
+func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
+	l.awaitState(ctx, v, j.hash)
+	res := j.res
+	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil
+	var err error
+	switch {
+	case j.upTo:
+		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+	case j.limit.Algorithm == bucket.Concurrency:
+		// Cost 0 on a concurrency limit reads the in-flight count.
+		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)
+	default:
+		res.Result, err = l.store.Take(j.hash, j.limit, now, j.cost)
+	}
+	if err != nil {
+		res.Err, res.Allowed = err, false
+	}
+}

@@ -1,0 +1,122 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/internal/grant"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// ErrInvalidConfig wraps every error New returns for a Config that fails
+// validation; the message names the field, e.g. "limiter: invalid config:
+// NodeName: must not be empty".
+var ErrInvalidConfig = errors.New("limiter: invalid config")
+
+// Defaults applied by New to zero fields of a Config.
+const (
+	DefaultPendingTTL   = 30 * time.Second
+	DefaultFetchTimeout = 500 * time.Millisecond
+)
+
+// Config configures a Limiter. The zero value of an optional field means
+// its default.
+type Config struct {
+	// NodeName names this node in results (Result.Owner) and on the ring;
+	// it must match the name SetMembers lists this node under. Required.
+	NodeName string
+	// Clock returns the current time; nil means time.Now. Tests inject a fake.
+	Clock func() time.Time
+	// Store configures the node's key store (validated by store.New).
+	Store store.Config
+	// Ring configures consistent hashing; every node must use the same
+	// (validated by ring.New).
+	Ring ring.Config
+	// Peers reaches the other nodes. Nil is allowed for a node that is a
+	// cluster of one (tests, a single process): it decides every key itself,
+	// and SetMembers refuses a list that names any other node
+	// (ErrInvalidConfig), since their keys could not be reached.
+	Peers Peers
+	// PendingTTL bounds how long a gained partition waits for its previous
+	// owner's handoff before its keys start afresh; 0 means
+	// DefaultPendingTTL. Must not be negative.
+	PendingTTL time.Duration
+	// FetchTimeout bounds a fetch of a key's state from its previous owner;
+	// 0 means DefaultFetchTimeout. Must not be negative.
+	FetchTimeout time.Duration
+	// Grants configures local token grants for hot keys.
+	Grants GrantConfig
+	// Policies is the initial policy set; nil means no policies and inline
+	// limits allowed.
+	Policies *policy.Set
+	// Registerer receives the limiter's metrics; nil means none are kept.
+	Registerer prometheus.Registerer
+	// Logger receives cluster events; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// New validates cfg and builds a Limiter. Errors wrap ErrInvalidConfig
+// and name the field.
+func New(cfg Config) (*Limiter, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	st, err := store.New(cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
+	}
+	shares, err := store.New(store.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, shares: shares, ringCfg: cfg.Ring, peers: cfg.Peers,
+		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout}
+	if l.clock == nil {
+		l.clock = time.Now
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.pendingTTL == 0 {
+		l.pendingTTL = DefaultPendingTTL
+	}
+	if l.fetchTimeout == 0 {
+		l.fetchTimeout = DefaultFetchTimeout
+	}
+	l.recent.ttl = l.pendingTTL
+	l.grants = grant.NewHolder(cfg.Grants)
+	set := cfg.Policies
+	if set == nil {
+		set = policy.Empty()
+	}
+	l.policies.Store(set)
+	l.metrics, err = newMetrics(cfg.Registerer, st)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	return l, nil
+}
+
+// validate checks the fields New does not hand to another package's
+// constructor first; errors wrap ErrInvalidConfig and name the field.
+func (c *Config) validate() error {
+	switch {
+	case c.NodeName == "":
+		return fmt.Errorf("%w: NodeName: must not be empty", ErrInvalidConfig)
+	case c.PendingTTL < 0:
+		return fmt.Errorf("%w: PendingTTL: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultPendingTTL, c.PendingTTL)
+	case c.FetchTimeout < 0:
+		return fmt.Errorf("%w: FetchTimeout: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultFetchTimeout, c.FetchTimeout)
+	}
+	// An empty member list checks the ring config without placing anything.
+	if _, err := ring.New(c.Ring, nil); err != nil {
+		return fmt.Errorf("%w: Ring: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}

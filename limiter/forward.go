@@ -1,0 +1,153 @@
+package limiter
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/ring"
+)
+
+// forward sends jobs to their owners, one concurrent call per owner, and
+// reroutes those whose owner changed if a call fails.
+func (l *Limiter) forward(ctx context.Context, v *view, hops int, jobs []*job, now int64) {
+	groups := groupByOwner(jobs)
+	if len(groups) == 1 {
+		l.forwardGroup(ctx, v, hops, groups[0], now)
+		return
+	}
+	done := make(chan struct{}, len(groups)-1)
+	for _, g := range groups[1:] {
+		go func() {
+			l.forwardGroup(ctx, v, hops, g, now)
+			done <- struct{}{}
+		}()
+	}
+	l.forwardGroup(ctx, v, hops, groups[0], now)
+	for range groups[1:] {
+		<-done
+	}
+}
+
+// groupByOwner splits jobs by owner, keeping their order within a group.
+func groupByOwner(jobs []*job) [][]*job {
+	if len(jobs) == 1 {
+		return [][]*job{jobs}
+	}
+	var groups [][]*job
+	idx := map[string]int{}
+	for _, j := range jobs {
+		g, ok := idx[j.owner.Name]
+		if !ok {
+			g = len(groups)
+			idx[j.owner.Name] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], j)
+	}
+	return groups
+}
+
+// forwardGroup sends jobs that share an owner in one call.
+func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*job, now int64) {
+	owner := jobs[0].owner
+	items := make([]Forwarded, len(jobs))
+	answers := make([]Answer, len(jobs))
+	for i, j := range jobs {
+		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo}
+	}
+	err := l.peers.Check(ctx, owner, hops, items, answers)
+	l.metrics.forwarded.Add(float64(len(jobs)))
+	if err == nil {
+		for i, j := range jobs {
+			res := j.res
+			res.Result, res.Err, res.Source, res.Owner = answers[i].Result, answers[i].Err, SourceOwner, owner.Name
+			j.granted = answers[i].Granted
+			if res.Err != nil {
+				res.Allowed = false
+			}
+		}
+		return
+	}
+	// The owner did not answer. If the ring has moved on meanwhile (the
+	// owner left), decide again with the new ring; otherwise report it.
+	if nv := l.view.Load(); nv != v {
+		retry := make([]job, 0, len(jobs))
+		for _, j := range jobs {
+			if o, _ := l.route(nv, j.hash); o.Name != owner.Name {
+				retry = append(retry, *j)
+			} else {
+				l.unreachable(ctx, nv, hops, j, owner, err, now)
+			}
+		}
+		if len(retry) > 0 {
+			l.decide(ctx, nv, hops, false, retry, now)
+		}
+		return
+	}
+	for _, j := range jobs {
+		l.unreachable(ctx, v, hops, j, owner, err, now)
+	}
+}
+
+// unreachable answers a job whose owner could not be reached. A node that
+// was itself forwarded the job (hops > 0) decides it here: the sender
+// already counted it as the owner. Otherwise the limit's failure mode
+// answers (see fallback.go). Context errors are the caller's, not the
+// owner's: they are reported as such.
+func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, owner ring.Member, err error, now int64) {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		res := j.res
+		res.Result = bucket.Result{Limit: j.limit.Capacity()}
+		res.Source, res.Owner, res.Err = SourceOwner, owner.Name, ctxErr
+		return
+	}
+	if hops > 0 {
+		l.applyLocal(ctx, v, j, now)
+		return
+	}
+	if j.upTo {
+		// A client's grant request: grant nothing rather than spend a
+		// local share; the client then checks the usual way.
+		res := j.res
+		res.Result = bucket.Result{Limit: j.limit.Capacity()}
+		res.Source, res.Owner, res.Err = SourceFallback, owner.Name, err
+		return
+	}
+	l.fallback(v, j, owner, err, now)
+}
+
+// awaitState makes sure that, if hash's partition was just gained from
+// another node and its state has not arrived yet, it is fetched from that
+// node before this one decides on it. Concurrent checks of one key share
+// one fetch.
+func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64) {
+	if v == nil || v.pending == nil || l.peers == nil {
+		return
+	}
+	from, ok := v.pending.source(v.ring.Partition(hash), hash)
+	if !ok {
+		return
+	}
+	_, _, _ = l.fetches.Do(strconv.FormatUint(hash, 16), func() (any, error) {
+		if _, ok := v.pending.source(v.ring.Partition(hash), hash); !ok {
+			return nil, nil // settled while this call waited its turn
+		}
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.fetchTimeout)
+		defer cancel()
+		entries, err := l.peers.Fetch(fctx, from, []uint64{hash})
+		if err != nil {
+			l.log.Warn("previous owner unreachable; its keys start afresh here", "from", from.Name, "err", err)
+			v.pending.giveUp(from.Name)
+			return nil, err
+		}
+		now := l.clock().UnixNano()
+		for _, e := range entries {
+			if err := l.store.Import(e, now); err != nil {
+				l.log.Warn("fetched state refused", "from", from.Name, "err", err)
+			}
+		}
+		v.pending.settle(hash)
+		return nil, nil
+	})
+}

@@ -1,0 +1,145 @@
+package limiter_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/limiter/limitertest"
+)
+
+// Checks of a key at any node are decided by its one owner: in total the
+// cluster admits exactly the limit, whatever the algorithm and the node
+// asked.
+func TestForwardingAdmitsExactlyTheLimit(t *testing.T) {
+	limits := []bucket.Limit{
+		{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Hour},
+		{Algorithm: bucket.FixedWindow, Limit: 10, Period: time.Hour},
+		{Algorithm: bucket.SlidingWindow, Limit: 10, Period: time.Hour},
+		{Algorithm: bucket.SlidingLog, Limit: 10, Period: time.Hour},
+	}
+	for _, size := range []int{1, 3, 5} {
+		for _, lim := range limits {
+			t.Run(fmt.Sprintf("%d nodes/%s", size, lim.Algorithm), func(t *testing.T) {
+				ns := names(size)
+				c := limitertest.NewCluster(t, nil, ns...)
+				for step, k := range keys(20) {
+					allowed := 0
+					owners := map[string]bool{}
+					for i := 0; i < 30; i++ {
+						res := c.Check(ns[(step+i)%size], limiter.Request{Key: k, Limit: lim, Cost: 1})[0]
+						if res.Err != nil || res.Source != limiter.SourceOwner {
+							t.Fatalf("step %d: check %d of %s: %+v", step, i, k, res)
+						}
+						owners[res.Owner] = true
+						if res.Allowed {
+							allowed++
+						}
+					}
+					if allowed != 10 || len(owners) != 1 {
+						t.Fatalf("step %d: %s: %d allowed by owners %v, want 10 by one owner", step, k, allowed, owners)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Concurrent checks of one key from every node still admit exactly the
+// limit.
+func TestForwardingConcurrent(t *testing.T) {
+	ns := names(3)
+	c := limitertest.NewCluster(t, nil, ns...)
+	lim := tb(50, time.Hour)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for _, n := range ns {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 20 {
+					res, err := c.Node(n).Check(context.Background(), []limiter.Request{{Key: "hot", Limit: lim, Cost: 1}}, nil)
+					if err != nil || res[0].Err != nil {
+						t.Errorf("check on %s: %v %+v", n, err, res)
+						return
+					}
+					if res[0].Allowed {
+						allowed.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if got := allowed.Load(); got != 50 {
+		t.Fatalf("%d of 240 checks allowed, want exactly 50", got)
+	}
+}
+
+// A node whose ring is stale forwards to the old owner, which forwards once
+// more (hops) to the owner by its newer ring: one count.
+func TestForwardingStaleRing(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	c.Add("n3")
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.SetRing(n, "n0", "n1", "n2", "n3")
+	}
+	lim := tb(10, time.Hour)
+	// Keys n3 owns now, that n0 (still on the old ring) sends to n1 or n2.
+	var ks []string
+	for _, k := range c.KeysOwnedBy("n1", "n3", "stale", limiter.Request{Limit: lim}, 20) {
+		if c.Owner("n0", limiter.Request{Key: k, Limit: lim}) != "n0" {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) < 5 {
+		t.Fatalf("%d keys to test, want 5", len(ks))
+	}
+	for step, k := range ks {
+		allowed := 0
+		for i := 0; i < 20; i++ {
+			on := []string{"n0", "n3"}[i%2]
+			res := c.Check(on, limiter.Request{Key: k, Limit: lim, Cost: 1})[0]
+			if res.Allowed {
+				allowed++
+			}
+		}
+		if allowed != 10 {
+			t.Fatalf("step %d: %s: %d allowed, want exactly 10", step, k, allowed)
+		}
+	}
+}
+
+// Leases of a concurrency limit are taken on the owner from any node, and
+// released from any other.
+func TestForwardingLeases(t *testing.T) {
+	ns := names(3)
+	c := limitertest.NewCluster(t, nil, ns...)
+	lim := bucket.Limit{Algorithm: bucket.Concurrency, Limit: 4}
+	ctx := context.Background()
+	var leases []limiter.Lease
+	for i := 0; i < 9; i++ {
+		lease, err := c.Node(ns[i%3]).Acquire(ctx, limiter.AcquireRequest{Request: limiter.Request{Key: "jobs", Limit: lim, Cost: 1}})
+		if err != nil || lease.Err != nil {
+			t.Fatalf("step %d: acquire: %v %+v", i, err, lease)
+		}
+		if lease.Allowed != (i < 4) {
+			t.Fatalf("step %d: acquire allowed=%v, want %v", i, lease.Allowed, i < 4)
+		}
+		if lease.Allowed {
+			leases = append(leases, lease)
+		}
+	}
+	for i, lease := range leases {
+		ok, res, err := c.Node(ns[(i+1)%3]).Release(ctx, limiter.ReleaseRequest{Request: limiter.Request{Key: "jobs", Limit: lim}, LeaseID: lease.ID})
+		if err != nil || !ok || res.Remaining != int64(i+1) {
+			t.Fatalf("step %d: release: %v %v %+v, want released with %d free", i, ok, err, res, i+1)
+		}
+	}
+}

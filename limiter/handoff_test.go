@@ -1,0 +1,138 @@
+package limiter_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluice-rl/sluice/limiter/limitertest"
+)
+
+// step is one move of a membership scenario on a limitertest.Cluster.
+type step struct {
+	what string
+	do   func(c *limitertest.Cluster) error
+	read string // if set, instead of do: every key must read 40 through this node
+}
+
+// onRing gives node on the ring of members, without a handoff (a gossip
+// change seen by one node).
+func onRing(on string, members ...string) step {
+	return step{what: fmt.Sprintf("%s sees %v", on, members), do: func(c *limitertest.Cluster) error {
+		c.SetRing(on, members...)
+		return nil
+	}}
+}
+
+// everyRing gives each of nodes the ring of members.
+func everyRing(nodes []string, members ...string) step {
+	return step{what: fmt.Sprintf("%v see %v", nodes, members), do: func(c *limitertest.Cluster) error {
+		for _, n := range nodes {
+			c.SetRing(n, members...)
+		}
+		return nil
+	}}
+}
+
+// handOff runs the handoff of each node, in order.
+func handOff(nodes ...string) step {
+	return step{what: fmt.Sprintf("%v hand off", nodes), do: func(c *limitertest.Cluster) error {
+		for _, n := range nodes {
+			if _, err := c.HandOff(n); err != nil {
+				return fmt.Errorf("%s: HandOff: %w", n, err)
+			}
+		}
+		return nil
+	}}
+}
+
+// leave makes name leave gracefully, seeing others.
+func leave(name string, others ...string) step {
+	return step{what: fmt.Sprintf("%s leaves, seeing %v", name, others), do: func(c *limitertest.Cluster) error {
+		return c.Leave(name, others...)
+	}}
+}
+
+// add starts a node (on a ring of itself).
+func add(name string) step {
+	return step{what: "start " + name, do: func(c *limitertest.Cluster) error {
+		c.Add(name)
+		return nil
+	}}
+}
+
+// stop removes a node: calls to it fail from now on.
+func stop(name string) step {
+	return step{what: "stop " + name, do: func(c *limitertest.Cluster) error {
+		c.Remove(name)
+		return nil
+	}}
+}
+
+// expect40 reads every scenario key through node on: each must have 40 of
+// 100 remaining.
+func expect40(on string) step {
+	return step{what: "read through " + on, read: on}
+}
+
+// runScenario spends 60 of hourly on 30 keys through n0 of a cluster of
+// n0, n1, n2, runs steps, and checks that the counters were kept at every
+// read.
+func runScenario(t *testing.T, steps []step) {
+	t.Helper()
+	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	ks := keys(30)
+	spend(t, c, "n0", ks, hourly, 60)
+	for i, s := range steps {
+		if s.read != "" {
+			if bad := remaining(t, c, s.read, ks, hourly, 40); len(bad) > 0 {
+				t.Fatalf("step %d (%s): %d of %d keys lost their counter, e.g. %s", i, s.what, len(bad), len(ks), bad[0])
+			}
+			continue
+		}
+		if err := s.do(c); err != nil {
+			t.Fatalf("step %d (%s): %v", i, s.what, err)
+		}
+	}
+}
+
+var (
+	old3  = []string{"n0", "n1", "n2"}
+	with3 = []string{"n0", "n1", "n2", "n3"}
+)
+
+// One node joins or leaves: counters move with their keys, whether the new
+// owner fetches them on demand (reads before the handoff) or receives them
+// (handoff first), and in either order of who sees the change first.
+func TestHandoffJoinAndLeave(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"join, handoff first", []step{
+			add("n3"), everyRing(with3, with3...), handOff(with3...), expect40("n1"), expect40("n3"),
+		}},
+		{"join, reads before the handoff", []step{
+			add("n3"), everyRing(with3, with3...), expect40("n1"), handOff(with3...), expect40("n3"),
+		}},
+		{"join, the joiner sees it first", []step{
+			add("n3"), onRing("n3", with3...), handOff("n3"), everyRing(old3, with3...), expect40("n2"), handOff(old3...), expect40("n0"),
+		}},
+		{"join, old nodes hand off before the joiner sees it", []step{
+			add("n3"), everyRing(old3, with3...), handOff(old3...), onRing("n3", with3...), expect40("n3"), handOff("n3"), expect40("n1"),
+		}},
+		{"leave, stayers see it after the handoff", []step{
+			add("n3"), everyRing(with3, with3...), handOff(with3...),
+			leave("n3", old3...), everyRing(old3, old3...), handOff(old3...), stop("n3"), expect40("n0"),
+		}},
+		{"leave, stayers see it before the handoff", []step{
+			add("n3"), everyRing(with3, with3...), handOff(with3...),
+			everyRing(old3, old3...), expect40("n1"), leave("n3", old3...), handOff(old3...), stop("n3"), expect40("n2"),
+		}},
+		{"two leave together", []step{
+			leave("n2", "n0", "n1"), leave("n1", "n0", "n2"), onRing("n0", "n0"), handOff("n0"), expect40("n0"),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runScenario(t, tt.steps) })
+	}
+}

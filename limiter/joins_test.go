@@ -1,0 +1,89 @@
+package limiter_test
+
+import (
+	"slices"
+	"testing"
+)
+
+var (
+	with5  = []string{"n0", "n1", "n2", "n3", "n4"}
+	with4b = []string{"n0", "n1", "n2", "n4"} // n4 has joined, n3 not yet seen
+)
+
+// joinOrders are the orders in which three nodes and two newcomers, n3
+// then n4 right after it, can see the two joins and hand off. Every one
+// ends with all five on the five-node ring, handed off.
+var joinOrders = []struct {
+	name  string
+	steps []step
+}{
+	{"n4 joins before the handoffs to n3", []step{
+		add("n3"), add("n4"), everyRing(old3, with3...), onRing("n3", with3...),
+		everyRing(old3, with5...), onRing("n3", with5...), onRing("n4", with5...),
+		expect40("n1"), handOff(with5...), expect40("n1"),
+	}},
+	{"n3 never sees the four-node ring", []step{
+		add("n3"), add("n4"), everyRing(old3, with3...), onRing("n3", with5...), onRing("n4", with5...),
+		everyRing(old3, with5...), expect40("n1"), handOff(with5...), expect40("n1"),
+	}},
+	{"old nodes hand off on the four-node ring after n3 moved on", []step{
+		add("n3"), add("n4"), everyRing(old3, with3...), onRing("n3", with3...), onRing("n3", with5...),
+		onRing("n4", with5...), handOff(old3...), expect40("n1"),
+		everyRing(old3, with5...), handOff(with5...), expect40("n1"),
+	}},
+	{"n4 first sees a ring without n3", []step{
+		add("n3"), add("n4"), everyRing(old3, with4b...), onRing("n4", with4b...), onRing("n3", with5...),
+		onRing("n4", with5...), everyRing(old3, with5...), expect40("n1"), handOff(with5...), expect40("n1"),
+	}},
+	{"handoffs between the joins", []step{
+		add("n3"), everyRing(with3, with3...), handOff(old3...), handOff("n3"),
+		add("n4"), everyRing(with5, with5...), expect40("n1"), handOff(with5...), expect40("n1"),
+	}},
+	{"old nodes go straight to five", []step{
+		add("n3"), add("n4"), onRing("n3", with3...), everyRing(old3, with5...), onRing("n3", with5...),
+		onRing("n4", with5...), expect40("n1"), handOff(with5...), expect40("n1"),
+	}},
+	{"reads on the newcomers before any handoff", []step{
+		add("n3"), add("n4"), everyRing(old3, with3...), onRing("n3", with3...),
+		everyRing(old3, with5...), onRing("n3", with5...), onRing("n4", with5...),
+		expect40("n4"), expect40("n3"), handOff(with5...), expect40("n0"),
+	}},
+}
+
+// leaveOrders are the ways the two newcomers can leave together, from the
+// five-node ring; they end with the three old nodes alone, handed off.
+var leaveOrders = []struct {
+	name  string
+	steps []step
+}{
+	{"both leave, each still seeing the other", []step{
+		leave("n3", with4b...), leave("n4", with3...), everyRing(old3, old3...), handOff(old3...),
+		stop("n3"), stop("n4"), expect40("n1"),
+	}},
+	{"stayers see the first leave before the second", []step{
+		leave("n3", with4b...), everyRing(old3, with4b...), expect40("n1"), leave("n4", old3...),
+		everyRing(old3, old3...), handOff(old3...), stop("n3"), stop("n4"), expect40("n1"),
+	}},
+	{"stayers see both leaves before the leavers hand off", []step{
+		everyRing(old3, old3...), expect40("n1"), leave("n3", old3...), leave("n4", old3...),
+		handOff(old3...), stop("n3"), stop("n4"), expect40("n2"),
+	}},
+}
+
+// Two nodes join back to back, then leave together: whatever order the
+// nodes see the changes and hand off in, the counters of 30 keys (60 of
+// 100 spent) read 40 at every step. This is the limiter-level form of
+// node's TestClusterTwoJoinThenLeave.
+func TestHandoffTwoJoinsThenLeave(t *testing.T) {
+	t.Skip("known bug: a joiner takes the other newcomer for the previous owner of some partitions and finds nothing there; a second ring change drops the first one's pending partitions")
+	for _, j := range joinOrders {
+		t.Run("join/"+j.name, func(t *testing.T) {
+			runScenario(t, slices.Concat(j.steps, leaveOrders[0].steps))
+		})
+	}
+	for _, l := range leaveOrders[1:] {
+		t.Run("leave/"+l.name, func(t *testing.T) {
+			runScenario(t, slices.Concat(joinOrders[0].steps, l.steps))
+		})
+	}
+}

@@ -1,0 +1,294 @@
+package limitertest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// Any matches every node in a fault's from or to.
+const Any = "*"
+
+// Network connects limiters in memory. A call through the limiter.Peers of
+// node from (Peers) is delivered to the target limiter's server-side
+// method (CheckForwarded, AcquireForwarded, ReleaseForwarded, FetchMoved,
+// AcceptHandoff: the ones the gRPC peer server calls) on the caller's
+// goroutine, unless a fault stops it: then it returns an error wrapping
+// limiter.ErrPeerUnavailable and the target sees nothing. Faults apply
+// per link, one way (from -> to), and last until Heal. All methods are safe
+// for concurrent use.
+type Network struct {
+	mu       sync.Mutex
+	nodes    map[string]*limiter.Limiter
+	cut      map[link]bool
+	drop     map[link]float64
+	delay    map[link]time.Duration
+	isolated map[string]bool
+	rng      *rand.Rand
+	calls    map[link]*Counts
+}
+
+type link struct{ from, to string }
+
+// Counts are the calls delivered on a link, by method.
+type Counts struct {
+	Check, Acquire, Release, Fetch, Handoff int
+}
+
+// Total is the number of calls of every method.
+func (c Counts) Total() int { return c.Check + c.Acquire + c.Release + c.Fetch + c.Handoff }
+
+type method int
+
+const (
+	mCheck method = iota
+	mAcquire
+	mRelease
+	mFetch
+	mHandoff
+)
+
+// NewNetwork returns an empty network. seed drives Drop's choices, so a
+// test that drops a fraction of calls drops the same ones each run (for
+// the same order of calls).
+func NewNetwork(seed uint64) *Network {
+	return &Network{
+		nodes:    map[string]*limiter.Limiter{},
+		cut:      map[link]bool{},
+		drop:     map[link]float64{},
+		delay:    map[link]time.Duration{},
+		isolated: map[string]bool{},
+		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
+		calls:    map[link]*Counts{},
+	}
+}
+
+// Attach makes l reachable as node name, replacing any limiter attached
+// under that name.
+func (n *Network) Attach(name string, l *limiter.Limiter) {
+	n.mu.Lock()
+	n.nodes[name] = l
+	n.mu.Unlock()
+}
+
+// Detach makes node name unreachable, as if its process had stopped:
+// calls to it fail from now on.
+func (n *Network) Detach(name string) {
+	n.mu.Lock()
+	delete(n.nodes, name)
+	n.mu.Unlock()
+}
+
+// Peers returns the limiter.Peers of node from: its calls go over this
+// network as from.
+func (n *Network) Peers(from string) limiter.Peers { return &peers{n: n, from: from} }
+
+// Drop makes each call from -> to fail with probability p (1 drops them
+// all). from or to may be Any: Drop(Any, "n2", 1) makes n2 look down to
+// everyone while it can still call out.
+func (n *Network) Drop(from, to string, p float64) {
+	n.mu.Lock()
+	n.drop[link{from, to}] = p
+	n.mu.Unlock()
+}
+
+// Delay holds each call from -> to for d (real time) before delivering it.
+// A call whose context ends first is not delivered: it fails with an
+// error wrapping limiter.ErrPeerUnavailable and the context's error.
+// from or to may be Any.
+func (n *Network) Delay(from, to string, d time.Duration) {
+	n.mu.Lock()
+	n.delay[link{from, to}] = d
+	n.mu.Unlock()
+}
+
+// Cut stops every call between a and b, both ways.
+func (n *Network) Cut(a, b string) {
+	n.mu.Lock()
+	n.cut[link{a, b}], n.cut[link{b, a}] = true, true
+	n.mu.Unlock()
+}
+
+// CutOneWay stops every call from -> to; calls to -> from still pass.
+func (n *Network) CutOneWay(from, to string) {
+	n.mu.Lock()
+	n.cut[link{from, to}] = true
+	n.mu.Unlock()
+}
+
+// Isolate stops every call to and from node name.
+func (n *Network) Isolate(name string) {
+	n.mu.Lock()
+	n.isolated[name] = true
+	n.mu.Unlock()
+}
+
+// Heal removes every fault: drops, delays, cuts and isolations. Detached
+// nodes stay detached.
+func (n *Network) Heal() {
+	n.mu.Lock()
+	clear(n.cut)
+	clear(n.drop)
+	clear(n.delay)
+	clear(n.isolated)
+	n.mu.Unlock()
+}
+
+// Calls returns the calls delivered from -> to so far; from or to may be
+// Any.
+func (n *Network) Calls(from, to string) Counts {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out Counts
+	for l, c := range n.calls {
+		if (from == Any || l.from == from) && (to == Any || l.to == to) {
+			out.Check += c.Check
+			out.Acquire += c.Acquire
+			out.Release += c.Release
+			out.Fetch += c.Fetch
+			out.Handoff += c.Handoff
+		}
+	}
+	return out
+}
+
+// unavailable is the error of a call that did not reach its target.
+func unavailable(from, to, why string) error {
+	return fmt.Errorf("%w: %s -> %s: %s", limiter.ErrPeerUnavailable, from, to, why)
+}
+
+// links lists the fault keys that match from -> to.
+func links(from, to string) [4]link {
+	return [4]link{{from, to}, {Any, to}, {from, Any}, {Any, Any}}
+}
+
+// deliver applies the faults of from -> to to one call and returns the
+// target, or the error the caller sees.
+func (n *Network) deliver(ctx context.Context, from, to string, m method) (*limiter.Limiter, error) {
+	n.mu.Lock()
+	var wait time.Duration
+	var why string
+	switch {
+	case n.isolated[from]:
+		why = from + " is isolated"
+	case n.isolated[to]:
+		why = to + " is isolated"
+	case n.cut[link{from, to}]:
+		why = "link cut"
+	}
+	if why == "" {
+		p := 0.0
+		for _, k := range links(from, to) {
+			p = max(p, n.drop[k])
+			wait = max(wait, n.delay[k])
+		}
+		if p > 0 && n.rng.Float64() < p {
+			why = "dropped"
+		}
+	}
+	n.mu.Unlock()
+	if why != "" {
+		return nil, unavailable(from, to, why)
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %s -> %s: delayed past the caller's deadline: %w", limiter.ErrPeerUnavailable, from, to, ctx.Err())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s -> %s: %w", limiter.ErrPeerUnavailable, from, to, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.nodes[to]
+	if l == nil {
+		return nil, unavailable(from, to, "no such node")
+	}
+	c := n.calls[link{from, to}]
+	if c == nil {
+		c = &Counts{}
+		n.calls[link{from, to}] = c
+	}
+	switch m {
+	case mCheck:
+		c.Check++
+	case mAcquire:
+		c.Acquire++
+	case mRelease:
+		c.Release++
+	case mFetch:
+		c.Fetch++
+	case mHandoff:
+		c.Handoff++
+	}
+	return l, nil
+}
+
+// peers is one node's limiter.Peers on a Network.
+type peers struct {
+	n    *Network
+	from string
+}
+
+func (p *peers) Check(ctx context.Context, to ring.Member, hops int, items []limiter.Forwarded, out []limiter.Answer) error {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mCheck)
+	if err != nil {
+		return err
+	}
+	l.CheckForwarded(ctx, p.from, hops, items, out)
+	return nil
+}
+
+func (p *peers) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64, error) {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mAcquire)
+	if err != nil {
+		return limiter.Answer{}, 0, err
+	}
+	a, id := l.AcquireForwarded(ctx, p.from, hops, item, ttl)
+	return a, id, nil
+}
+
+func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool, error) {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mRelease)
+	if err != nil {
+		return limiter.Answer{}, false, err
+	}
+	a, ok := l.ReleaseForwarded(ctx, p.from, hops, item, leaseID)
+	return a, ok, nil
+}
+
+func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
+	if len(hashes) == 0 {
+		return nil, nil
+	}
+	l, err := p.n.deliver(ctx, p.from, from.Name, mFetch)
+	if err != nil {
+		return nil, err
+	}
+	return l.FetchMoved(ctx, p.from, hashes), nil
+}
+
+func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
+	if len(entries) == 0 && len(donePartitions) == 0 {
+		return nil
+	}
+	l, err := p.n.deliver(ctx, p.from, to.Name, mHandoff)
+	if err != nil {
+		return err
+	}
+	if _, err := l.AcceptHandoff(ctx, p.from, entries, donePartitions); err != nil {
+		// As the gRPC peer client reports a receiver that is leaving.
+		return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, to.Name, err)
+	}
+	return nil
+}
