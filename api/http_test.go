@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,27 +18,10 @@ import (
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/limiter/limitertest"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/store"
 )
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 const testPolicies = `
 policies:
@@ -57,7 +39,7 @@ policies:
 // testServer is a real limiter behind the HTTP API.
 type testServer struct {
 	*httptest.Server
-	clock *fakeClock
+	clock *limitertest.Clock
 	ready atomic.Bool
 }
 
@@ -69,7 +51,7 @@ type serverOpts struct {
 func newTestServer(t *testing.T, opts serverOpts) *testServer {
 	t.Helper()
 	// A whole minute, so that fixed windows start now.
-	ts := &testServer{clock: &fakeClock{now: time.Unix(1_699_999_980, 0)}}
+	ts := &testServer{clock: limitertest.NewClock(time.Unix(1_699_999_980, 0))}
 	ts.ready.Store(true)
 	set := policy.Empty()
 	if opts.policies != "" {

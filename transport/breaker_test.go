@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/limiter/limitertest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // setClock moves c (see http_test.go) to t.
-func setClock(c *fakeClock, t time.Time) { c.Advance(t.Sub(c.Now())) }
+func setClock(c *limitertest.Clock, t time.Time) { c.Advance(t.Sub(c.Now())) }
 
 // TestBreakerStateMachine walks a breaker (3 failures, 10s cooldown)
 // through its transitions. Each step happens at a named time; "call X" is
@@ -74,7 +75,7 @@ func TestBreakerStateMachine(t *testing.T) {
 		{t8, "call fail", true, true, "reopened"}, // the probe, finished at once
 		{t9, "call ok", true, false, "closed"},
 	}
-	clk := &fakeClock{now: t0}
+	clk := limitertest.NewClock(t0)
 	var events []string
 	b := newBreaker(3, cooldown, clk.Now, func(open, fromClosed bool) {
 		switch {
@@ -126,7 +127,7 @@ func TestBreakerStateMachine(t *testing.T) {
 // exactly one is admitted.
 func TestBreakerOneProbe(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	clk := &fakeClock{now: t0}
+	clk := limitertest.NewClock(t0)
 	b := newBreaker(1, time.Second, clk.Now, nil)
 	tk, _ := b.allow()
 	b.record(tk, rpcFailed)
@@ -179,7 +180,7 @@ func TestBreakerNilIsDisabled(t *testing.T) {
 // TestBreakerRetiredIsSilent: after retire, transitions still happen but
 // are not notified.
 func TestBreakerRetiredIsSilent(t *testing.T) {
-	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clk := limitertest.NewClock(time.Unix(1_000_000, 0))
 	notified := 0
 	b := newBreaker(1, time.Second, clk.Now, func(bool, bool) { notified++ })
 	b.retire()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/limiter/limitertest"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
 )
@@ -29,7 +30,7 @@ func TestPeerBreakerOpensAndRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clk := limitertest.NewClock(time.Unix(1_700_000_000, 0))
 	c := newTestPeerClient(t, PeerClientConfig{
 		Timeout: 10 * time.Second, BreakerFailures: failures, BreakerCooldown: cooldown,
 		Clock: clk.Now, Metrics: pm, DialOptions: fastReconnect(),
