@@ -66,7 +66,9 @@ func TestParseErrors(t *testing.T) {
 		{"rate_limit not a mapping", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: 5\n", 4, "descriptors[0].rate_limit", "rate_limit mapping"},
 		{"domain a mapping", "domain: {a: b}\n", 1, "domain", "into a string"},
 		{"misplaced key with a float", "domain: d\ndescriptors:\n  - key: a\n    unit: 2.5\n", 4, "descriptors[0].unit", "error checking config"},
-		{"alias cycle", "domain: d\ndescriptors: &x\n  - key: a\n    descriptors: *x\n", 2, "", "levels deep"},
+		{"alias cycle", "domain: d\ndescriptors: &x\n  - key: a\n    descriptors: *x\n", 0, "", "too many nodes through its aliases"},
+		{"billion laughs", "domain: d\ndescriptors:\n  - &a {key: a, descriptors: [*a, *a]}\n", 0, "", "too many nodes"},
+		{"deep nesting", "domain: d\n" + deep(maxDepth+1), 0, "", "levels deep"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,6 +85,17 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deep is a descriptors list nested n levels.
+func deep(n int) string {
+	var b strings.Builder
+	b.WriteString("descriptors:\n")
+	for i := range n {
+		ind := strings.Repeat("  ", 2*i)
+		b.WriteString(ind + "  - key: k\n" + ind + "    descriptors:\n")
+	}
+	return b.String()
 }
 
 // TestParseAccepts: files the reference accepts load, with its readings of

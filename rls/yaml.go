@@ -61,12 +61,12 @@ type yamlRoot struct {
 
 // yamlDescriptor is a decoded descriptor; path and line locate it.
 type yamlDescriptor struct {
-	key, value  string
-	rateLimit   *yamlRateLimit
-	descriptors []yamlDescriptor
+	key, value                                                           string
+	rateLimit                                                            *yamlRateLimit
+	descriptors                                                          []yamlDescriptor
 	shadowMode, quotaMode, detailedMetric, valueToMetric, shareThreshold bool
-	path        string
-	line        int
+	path                                                                 string
+	line                                                                 int
 }
 
 // yamlRateLimit is a decoded rate_limit block.
@@ -92,9 +92,8 @@ type yamlReplace struct {
 // the node, while real use of anchors stays far below it.
 func nodeBudget(n int) int { return 4*n + 1024 }
 
-// maxDepth bounds the nesting of the file's mappings and lists (and so of
-// its descriptors, at about a third of it), far above any real
-// configuration; it also stops an alias that contains itself.
+// maxDepth bounds the nesting of descriptors (and of the mappings and
+// lists of keys the reference ignores), far above any real configuration.
 const maxDepth = 300
 
 // decoder walks one file's YAML tree.
