@@ -57,7 +57,7 @@ type rlsMetrics struct {
 	folded                                                   prometheus.Counter
 
 	mu      sync.RWMutex
-	series  map[string]*ruleCounters     // by domain + "\x00" + metric key
+	series  map[string]*ruleCounters      // by domain + "\x00" + metric key
 	domains map[string]prometheus.Counter // domain_not_found by domain
 	dynamic int                           // request-derived series so far
 	max     int
