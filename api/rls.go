@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,7 @@ type RLSConfig struct {
 // RLS serves envoy.service.ratelimit.v3.RateLimitService.
 type RLS struct {
 	rlsv3.UnimplementedRateLimitServiceServer
+	scratch sync.Pool // of *rlsScratch
 	checker Checker
 	clock   func() time.Time
 	config  atomic.Pointer[rls.Config]
@@ -164,6 +166,14 @@ type descriptorCheck struct {
 	req       int // index in the checks, -1 for none
 }
 
+// rlsScratch is a call's scratch, pooled: the limiter keeps neither its
+// requests nor its results after Check returns.
+type rlsScratch struct {
+	dcs  []descriptorCheck
+	reqs []limiter.Request
+	res  []limiter.Result
+}
+
 // ShouldRateLimit answers one request from Envoy.
 func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
@@ -178,12 +188,26 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		return nil, wire.InvalidArgument("descriptors", "rate limit descriptor list must not be empty")
 	}
 	cfg := s.config.Load()
-	dcs := make([]descriptorCheck, len(descs))
+	sc, _ := s.scratch.Get().(*rlsScratch)
+	if sc == nil {
+		sc = new(rlsScratch)
+	}
+	defer func() {
+		clear(sc.dcs) // pin no keys or rules in the pool
+		clear(sc.reqs[:cap(sc.reqs)])
+		clear(sc.res[:cap(sc.res)])
+		s.scratch.Put(sc)
+	}()
+	if cap(sc.dcs) < len(descs) {
+		sc.dcs = make([]descriptorCheck, len(descs))
+	}
+	dcs := sc.dcs[:len(descs)]
+	sc.dcs = dcs
 	if err := s.match(cfg, req, dcs); err != nil {
 		s.metrics.serviceError.Inc()
 		return nil, err
 	}
-	reqs := make([]limiter.Request, 0, len(descs))
+	reqs := sc.reqs[:0]
 	for i := range dcs {
 		dc := &dcs[i]
 		if dc.rule == nil {
@@ -197,7 +221,9 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 			Trusted: true,
 		})
 	}
-	results, err := s.check(ctx, reqs)
+	sc.reqs = reqs
+	results, err := s.check(ctx, reqs, sc.res[:0])
+	sc.res = results[:0]
 	if err != nil {
 		s.metrics.storeError.Inc()
 		return nil, err
@@ -208,11 +234,13 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 // check decides reqs in one limiter call (several when there are more
 // than limiter.MaxItems). An item the limiter could not evaluate fails
 // the request, as a Redis error fails the reference's.
-func (s *RLS) check(ctx context.Context, reqs []limiter.Request) ([]limiter.Result, error) {
+func (s *RLS) check(ctx context.Context, reqs []limiter.Request, out []limiter.Result) ([]limiter.Result, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	out := make([]limiter.Result, 0, len(reqs))
+	if cap(out) < len(reqs) {
+		out = make([]limiter.Result, 0, len(reqs))
+	}
 	for len(reqs) > 0 {
 		n := min(len(reqs), limiter.MaxItems)
 		res, err := s.checker.Check(limiter.FallBackBeforeDeadline(ctx), reqs[:n], out[len(out):])
@@ -234,10 +262,10 @@ func (s *RLS) check(ctx context.Context, reqs []limiter.Request) ([]limiter.Resu
 // replaces as the reference's constructLimitsToCheck does.
 func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descriptorCheck) error {
 	domain := req.GetDomain()
-	replaced := map[string]bool{}
+	var replaced map[string]bool
 	for i, d := range req.GetDescriptors() {
 		dc := &dcs[i]
-		dc.req = -1
+		*dc = descriptorCheck{req: -1}
 		if !cfg.HasDomain(domain) {
 			s.metrics.domainNotFound(domain)
 			continue
@@ -264,6 +292,9 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 			continue
 		}
 		for _, name := range dc.rule.Replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
 			replaced[name] = true
 		}
 		if dc.rule.Unlimited {
@@ -277,7 +308,7 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 		dc.hits = hits
 	}
 	for i := range dcs {
-		if r := dcs[i].rule; r != nil && r.Name != "" && replaced[r.Name] {
+		if r := dcs[i].rule; r != nil && r.Name != "" && replaced != nil && replaced[r.Name] {
 			dcs[i].rule = nil
 		}
 	}
@@ -323,7 +354,10 @@ func overrideBaseKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entr
 func (s *RLS) respond(domain string, dcs []descriptorCheck, results []limiter.Result, now time.Time) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))}
+	// One allocation each for the statuses, their limits and durations.
 	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))
+	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(results))
+	durs := make([]durationpb.Duration, len(results))
 	for i := range dcs {
 		dc, st := &dcs[i], &statuses[i]
 		resp.Statuses[i] = st
@@ -337,10 +371,11 @@ func (s *RLS) respond(domain string, dcs []descriptorCheck, results []limiter.Re
 		}
 		r := &results[dc.req]
 		rule := dc.rule
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: rule.RequestsPerUnit,
-			Unit: rlsv3.RateLimitResponse_RateLimit_Unit(rule.Unit), Name: rule.Name}
+		cl, dur := &limits[dc.req], &durs[dc.req]
+		cl.RequestsPerUnit, cl.Unit, cl.Name = rule.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(rule.Unit), rule.Name
+		dur.Seconds = rule.Unit.ResetAfter(now)
+		st.CurrentLimit, st.DurationUntilReset = cl, dur
 		st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = &durationpb.Duration{Seconds: rule.Unit.ResetAfter(now)}
 		over := !r.Allowed
 		s.metrics.observe(domain, dc, r, s.near)
 		switch {

@@ -44,6 +44,9 @@ const DefaultMaxMetricKeys = 10000
 // otherDomain is the domain label of unknown domains past the cap.
 const otherDomain = "_other"
 
+// seriesKey names a series: a domain and a metric key.
+type seriesKey struct{ domain, key string }
+
 // ruleCounters are one (domain, key) series of each counter.
 type ruleCounters struct {
 	total, over, near, within, shadow prometheus.Counter
@@ -57,7 +60,7 @@ type rlsMetrics struct {
 	folded                                                   prometheus.Counter
 
 	mu      sync.RWMutex
-	series  map[string]*ruleCounters      // by domain + "\x00" + metric key
+	series  map[seriesKey]*ruleCounters
 	domains map[string]prometheus.Counter // domain_not_found by domain
 	dynamic int                           // request-derived series so far
 	max     int
@@ -94,7 +97,7 @@ func newRLSMetrics(reg prometheus.Registerer, maxKeys int) (*rlsMetrics, error) 
 		storeError:   errs.WithLabelValues("store_error"),
 		folded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "rls",
 			Name: "metric_keys_folded_total", Help: "RLS metric updates counted under their rule's key because request-derived keys reached the cap."}),
-		series:  map[string]*ruleCounters{},
+		series:  map[seriesKey]*ruleCounters{},
 		domains: map[string]prometheus.Counter{},
 		max:     maxKeys,
 	}
@@ -113,7 +116,7 @@ func newRLSMetrics(reg prometheus.Registerer, maxKeys int) (*rlsMetrics, error) 
 // counters returns the series of statsKey in domain, or of baseKey (the
 // rule's own key) when statsKey differs from it and the cap is reached.
 func (m *rlsMetrics) counters(domain, statsKey, baseKey string) *ruleCounters {
-	id := domain + "\x00" + statsKey
+	id := seriesKey{domain, statsKey}
 	m.mu.RLock()
 	c := m.series[id]
 	m.mu.RUnlock()
@@ -126,7 +129,7 @@ func (m *rlsMetrics) counters(domain, statsKey, baseKey string) *ruleCounters {
 }
 
 func (m *rlsMetrics) countersLocked(domain, statsKey, baseKey string) *ruleCounters {
-	id := domain + "\x00" + statsKey
+	id := seriesKey{domain, statsKey}
 	if c := m.series[id]; c != nil {
 		return c
 	}
