@@ -61,13 +61,17 @@ type job struct {
 	res     *Result
 }
 
-// route returns the node that should decide hash, and whether it is this one.
+// route returns the node that should decide hash, and whether it is this
+// one: its owner on the ring, unless the key was fetched away (moved) or
+// handed here by that owner (adopted) since the ring was built.
 func (l *Limiter) route(v *view, hash uint64) (ring.Member, bool) {
 	owner, mine := v.owner(l.name, hash)
 	if mine {
 		if to, ok := l.moved.get(hash); ok {
 			return to, false
 		}
+	} else if l.adopted.has(hash) {
+		return ring.Member{Name: l.name}, true
 	}
 	return owner, mine
 }
@@ -96,9 +100,10 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 }
 
 // applyLocal decides one job on this node's store, first fetching the key's
-// state from its previous owner if it may still be on its way.
+// state if it may be on another node (see awaitState). j.owner, if set, is
+// an owner that could not be reached.
 func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
-	l.awaitState(ctx, v, j.hash)
+	l.awaitState(ctx, v, j.hash, j.owner.Name)
 	res := j.res
 	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil
 	var err error

@@ -10,7 +10,7 @@ import (
 )
 
 // view is the limiter's picture of the cluster: the ring in force and the
-// partitions this node gained and is still receiving state for. It is
+// partitions this node owns whose states may still be elsewhere. It is
 // immutable once published, except for pending's own synchronised fields.
 type view struct {
 	ring    *ring.Ring
@@ -32,12 +32,13 @@ func (v *view) owner(self string, hash uint64) (ring.Member, bool) {
 
 // SetMembers rebuilds the ring from a membership list (this node included,
 // unless it is leaving) and swaps it in. Partitions this node gains become
-// pending: until their previous owner has handed them off, a check of a key
-// that has not arrived yet fetches it from that owner first. After
-// SetMembers, the node should call HandOff to push the states it no longer
-// owns. SetMembers must not be called concurrently with itself. A limiter
-// built without Peers accepts only a list of itself (ErrInvalidConfig
-// otherwise).
+// pending, and so do those still pending from earlier changes: until every
+// node that may hold their states has handed them off, a check of a key
+// that has not arrived yet fetches it first (see pending and doc.go).
+// After SetMembers, the node should call HandOff to push the states it no
+// longer owns. SetMembers must not be called concurrently with itself. A
+// limiter built without Peers accepts only a list of itself
+// (ErrInvalidConfig otherwise).
 func (l *Limiter) SetMembers(members []ring.Member) error {
 	if l.peers == nil {
 		for _, m := range members {
@@ -51,13 +52,19 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 		return fmt.Errorf("limiter: %w", err)
 	}
 	old := l.view.Load()
-	nv := &view{ring: r}
 	prev, err := l.previousRing(old, r)
 	if err != nil {
 		return fmt.Errorf("limiter: %w", err)
 	}
-	nv.pending = l.gained(prev, r)
+	mine := func(p int) bool {
+		m, ok := r.PartitionOwner(p)
+		return ok && m.Name == l.name
+	}
+	// Others may be handed states of the partitions this node loses.
+	l.acks.keepOnly(mine)
+	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine)}
 	l.view.Store(nv)
+	l.adopted.clear() // the new ring places them
 	l.moved.prune(func(hash uint64) bool {
 		_, mine := nv.owner(l.name, hash)
 		return mine
@@ -71,9 +78,10 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 }
 
 // previousRing is the ring to compare the new one with, to find the
-// partitions this node gains and where their state is. A node that was not
-// in a multi-node ring before (it just started or joined) compares with the
-// new ring without itself: that is who owned its share until now.
+// partitions this node gains and who had them. A node that was not in a
+// multi-node ring before (it just started or joined) compares with the
+// new ring without itself: that is who owned its share until now, unless
+// some of them are newcomers too, which is why pending asks every node.
 func (l *Limiter) previousRing(old *view, r *ring.Ring) (*ring.Ring, error) {
 	wasMember := false
 	if old != nil && old.ring != nil && old.ring.Len() > 1 {
@@ -94,160 +102,65 @@ func (l *Limiter) previousRing(old *view, r *ring.Ring) (*ring.Ring, error) {
 	return ring.New(l.ringCfg, others)
 }
 
-// gained lists the partitions this node owns in r but did not own in prev,
-// with their previous owners, skipping those already handed off.
-func (l *Limiter) gained(prev, r *ring.Ring) *pending {
-	if prev == nil || prev.PartitionCount() != r.PartitionCount() {
+// pendingFor builds the pending partitions of ring r: those this node owns
+// on r that it did not own on prev, and those it still owns that were
+// pending on the old view (with the node that had them first, so a second
+// change does not forget the first). Their holders are every other member
+// of r and the holders of the old view that have left r. Partitions every
+// holder has acknowledged already are left out; nil if none is pending.
+func (l *Limiter) pendingFor(old *view, prev, r *ring.Ring, mine func(int) bool) *pending {
+	if _, member := r.Member(l.name); !member || r.Len() <= 1 {
 		return nil
 	}
 	n := r.PartitionCount()
-	var p *pending
+	var was *pending
+	if old != nil && old.pending != nil && len(old.pending.likely) == n {
+		was = old.pending
+	}
+	if prev != nil && prev.PartitionCount() != n {
+		prev = nil
+	}
+	if was == nil && prev == nil {
+		return nil
+	}
+	p := newPending(n, time.Now().Add(l.pendingTTL), &l.acks)
+	for _, m := range r.Members() {
+		if m.Name != l.name {
+			p.addHolder(m)
+		}
+	}
+	var settled []uint64
+	if was != nil {
+		var hs []ring.Member
+		hs, settled = was.carried(func(hash uint64) bool { return mine(r.Partition(hash)) })
+		for _, h := range hs {
+			p.addHolder(h)
+		}
+	}
 	for i := 0; i < n; i++ {
-		now, ok := r.PartitionOwner(i)
-		if !ok || now.Name != l.name {
+		if !mine(i) {
 			continue
 		}
-		was, ok := prev.PartitionOwner(i)
-		if !ok || was.Name == l.name || l.recent.done(i, was.Name) {
-			continue
+		if was.isPending(i) && was.open(i) {
+			p.mark(i, was.likelyHolder(i))
+		} else if prev != nil {
+			if m, ok := prev.PartitionOwner(i); ok && m.Name != l.name {
+				p.mark(i, m)
+			}
 		}
-		if p == nil {
-			p = newPending(n, time.Now().Add(l.pendingTTL))
+		if p.isPending(i) && !p.open(i) {
+			p.unmark(i)
 		}
-		p.add(i, was)
+	}
+	if p.count == 0 {
+		return nil
+	}
+	for _, k := range settled {
+		if p.isPending(r.Partition(k)) {
+			p.settled[k] = struct{}{}
+		}
 	}
 	return p
-}
-
-// pending tracks partitions whose state is still arriving from their
-// previous owners.
-type pending struct {
-	from     []string               // per partition: previous owner, "" if not pending
-	members  map[string]ring.Member // previous owners' addresses
-	done     []bool                 // per partition: handoff finished (guarded by mu)
-	deadline time.Time              // after it, nothing is pending any more
-	count    int
-
-	mu      sync.Mutex
-	settled map[uint64]struct{} // keys fetched or pushed already
-	gaveUp  map[string]bool     // previous owners that could not be reached
-}
-
-func newPending(partitions int, deadline time.Time) *pending {
-	return &pending{
-		from:     make([]string, partitions),
-		members:  map[string]ring.Member{},
-		done:     make([]bool, partitions),
-		deadline: deadline,
-		settled:  map[uint64]struct{}{},
-		gaveUp:   map[string]bool{},
-	}
-}
-
-func (p *pending) add(partition int, was ring.Member) {
-	p.from[partition] = was.Name
-	p.members[was.Name] = was
-	p.count++
-}
-
-// source returns the previous owner to fetch hash from, if the key may
-// still be on its way.
-func (p *pending) source(partition int, hash uint64) (ring.Member, bool) {
-	if p == nil || time.Now().After(p.deadline) {
-		return ring.Member{}, false
-	}
-	from := p.from[partition]
-	if from == "" {
-		return ring.Member{}, false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done[partition] || p.gaveUp[from] {
-		return ring.Member{}, false
-	}
-	if _, ok := p.settled[hash]; ok {
-		return ring.Member{}, false
-	}
-	return p.members[from], true
-}
-
-// settle records that hash's state has arrived (or never will).
-func (p *pending) settle(hash uint64) {
-	p.mu.Lock()
-	p.settled[hash] = struct{}{}
-	p.mu.Unlock()
-}
-
-// finish records that from has handed off partitions.
-func (p *pending) finish(from string, partitions []int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, i := range partitions {
-		if i >= 0 && i < len(p.from) && p.from[i] == from {
-			p.done[i] = true
-		}
-	}
-}
-
-// reopen undoes finish for partitions whose states this node has just
-// handed to from: from is no longer done with them.
-func (p *pending) reopen(from string, partitions []int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, i := range partitions {
-		if i >= 0 && i < len(p.from) && p.from[i] == from {
-			p.done[i] = false
-		}
-	}
-}
-
-// giveUp records that from cannot be reached: its keys start afresh here.
-func (p *pending) giveUp(from string) {
-	p.mu.Lock()
-	p.gaveUp[from] = true
-	p.mu.Unlock()
-}
-
-// recentDone remembers handoffs that finished before this node's ring
-// showed it gaining the partitions, so that they are not awaited again.
-type recentDone struct {
-	mu   sync.Mutex
-	from map[int]string
-	at   map[int]time.Time
-	ttl  time.Duration
-}
-
-func (r *recentDone) record(from string, partitions []int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.from == nil {
-		r.from, r.at = map[int]string{}, map[int]time.Time{}
-	}
-	now := time.Now()
-	for _, p := range partitions {
-		r.from[p], r.at[p] = from, now
-	}
-}
-
-// forget drops the records that from is done with partitions: this node
-// has just handed states of those partitions to from, so from is no
-// longer done with them if the partitions come back here.
-func (r *recentDone) forget(from string, partitions []int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range partitions {
-		if r.from[p] == from {
-			delete(r.from, p)
-			delete(r.at, p)
-		}
-	}
-}
-
-func (r *recentDone) done(partition int, from string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f, ok := r.from[partition]
-	return ok && f == from && time.Since(r.at[partition]) < r.ttl
 }
 
 // movedSet holds keys this node handed to their new owner on request

@@ -89,7 +89,7 @@ func New(cfg Config) (*Limiter, error) {
 	if l.fetchTimeout == 0 {
 		l.fetchTimeout = DefaultFetchTimeout
 	}
-	l.recent.ttl = l.pendingTTL
+	l.acks.ttl = l.pendingTTL
 	l.grants = grant.NewHolder(cfg.Grants)
 	set := cfg.Policies
 	if set == nil {

@@ -3,4 +3,47 @@
 // to the state in the node's store. It is the core that the gRPC and HTTP
 // transports call; it reads the clock (an injected one in tests) and keeps
 // the metrics of decisions, but it opens no sockets.
+//
+// # Handoff
+//
+// When the ring changes, keys move between nodes, and nodes see the change
+// (and hand off) in any order. The rule the handoff keeps: a node never
+// counts a key afresh while another live node it can reach holds the key's
+// state. Four mechanisms keep it; each is shown needed by a case of
+// TestHandoffTwoJoinsThenLeave or TestHandoffAnyOrder.
+//
+//  1. Pending partitions (pending.go). A partition this node gains is
+//     pending until every node that may hold some of its state has said it
+//     holds none: every other node of the ring, plus the previous owners
+//     that have left it. Any of them may: after two joins the "previous
+//     owner" a newcomer computes may be the other newcomer, which holds
+//     nothing yet, and a node may have been handed states meant for
+//     another. Before deciding a key of a pending partition, the node
+//     fetches it from the previous owner, and if that node had nothing,
+//     from all the others that have not said so yet, at once. A ring change
+//     keeps the partitions still pending (with the node that had them
+//     first) instead of starting over from the new ring's differences.
+//  2. Acknowledgements (acks.go). HandOff ends by telling every owner which
+//     of its partitions this node holds nothing of (done partitions). They
+//     count for the pending TTL, may arrive before the receiver's own ring
+//     shows the change, and stop counting when the receiver hands the
+//     sender states of that partition or takes a ring that gives the
+//     partition to someone else. A partition every holder has acknowledged
+//     is no longer pending, so fetches stop once handoffs are done.
+//  3. Passing on and adopting (passon.go). A node pushed states that its
+//     own ring does not give it passes them on, before it answers the push,
+//     to the owner on its ring: it may have acknowledged that partition to
+//     that owner already. If its ring names the sender itself (a leaver, or
+//     a sender on a ring ahead of this one), it adopts the keys and decides
+//     them here until its ring changes: the sender has let go of them.
+//  4. Deciding a key the ring gives to another node (fetch.go). A forwarded
+//     check whose hop budget is spent is decided where it lands, even if
+//     that node's ring names another owner (the rings disagree); if the key
+//     has no state there, the node fetches it from the other members first.
+//
+// What is still not covered: a node whose ring is stale (it has not seen a
+// join yet, or sees only itself) decides the keys it believes it owns
+// without asking anyone, so while two nodes' rings disagree both may count
+// one key; and after the pending TTL, or when a holder cannot be reached,
+// the keys it held start afresh.
 package limiter

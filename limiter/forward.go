@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -152,39 +151,4 @@ func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, ow
 		return
 	}
 	l.fallback(v, j, owner, err, now)
-}
-
-// awaitState makes sure that, if hash's partition was just gained from
-// another node and its state has not arrived yet, it is fetched from that
-// node before this one decides on it. Concurrent checks of one key share
-// one fetch.
-func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64) {
-	if v == nil || v.pending == nil || l.peers == nil {
-		return
-	}
-	from, ok := v.pending.source(v.ring.Partition(hash), hash)
-	if !ok {
-		return
-	}
-	_, _, _ = l.fetches.Do(strconv.FormatUint(hash, 16), func() (any, error) {
-		if _, ok := v.pending.source(v.ring.Partition(hash), hash); !ok {
-			return nil, nil // settled while this call waited its turn
-		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.fetchTimeout)
-		defer cancel()
-		entries, err := l.peers.Fetch(fctx, from, []uint64{hash})
-		if err != nil {
-			l.log.Warn("previous owner unreachable; its keys start afresh here", "from", from.Name, "err", err)
-			v.pending.giveUp(from.Name)
-			return nil, err
-		}
-		now := l.clock().UnixNano()
-		for _, e := range entries {
-			if err := l.store.Import(e, now); err != nil {
-				l.log.Warn("fetched state refused", "from", from.Name, "err", err)
-			}
-		}
-		v.pending.settle(hash)
-		return nil, nil
-	})
 }

@@ -45,8 +45,10 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 
 // FetchMoved removes and returns the states of hashes for node from, their
 // new owner. Keys this node still owns by its own ring (it has not seen
-// the change yet) are remembered as moved, so their checks go to from.
+// the change yet) are remembered as moved, so their checks go to from;
+// keys it had adopted are not decided here any more.
 func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) []store.Entry {
+	l.adopted.release(hashes)
 	v := l.view.Load()
 	if v != nil && v.ring != nil {
 		if to, ok := v.ring.Member(from); ok {
@@ -61,16 +63,27 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 }
 
 // AcceptHandoff merges states pushed by node from, their previous owner,
-// and records the partitions it has finished handing off. It returns how
-// many states the store refused (full); a leaving node refuses them all
-// with ErrLeaving.
+// and records the partitions it has finished handing off. States that
+// this node's ring gives a third node are passed on to it before
+// AcceptHandoff returns (see passOn). It returns how many states the
+// store refused (full); a leaving node refuses them all with ErrLeaving.
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
+	v, refused, err := l.accept(from, entries, donePartitions)
+	if err == nil {
+		l.passOn(ctx, v, from, entries)
+	}
+	return refused, err
+}
+
+// accept is AcceptHandoff without passing on. It returns the view the
+// states were accepted on.
+func (l *Limiter) accept(from string, entries []store.Entry, donePartitions []int) (*view, int, error) {
 	// Imports and SetLeaving exclude each other, so a state accepted here
 	// is in the store before this node's final HandOff exports it.
 	l.accepting.RLock()
 	defer l.accepting.RUnlock()
 	if l.leaving.Load() && len(entries) > 0 {
-		return len(entries), ErrLeaving
+		return nil, len(entries), ErrLeaving
 	}
 	now := l.clock().UnixNano()
 	v := l.view.Load()
@@ -84,15 +97,12 @@ func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []stor
 		}
 	}
 	if len(donePartitions) > 0 {
-		l.recent.record(from, donePartitions)
-		if v != nil && v.pending != nil {
-			v.pending.finish(from, donePartitions)
-		}
+		l.acks.record(from, donePartitions)
 	}
 	if refused > 0 {
 		l.log.Warn("handoff: states refused, store full", "from", from, "refused", refused)
 	}
-	return refused, nil
+	return v, refused, nil
 }
 
 // SetLeaving marks this node as leaving the cluster: it refuses states
@@ -159,7 +169,7 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, error) {
 	owner := func(k uint64) (ring.Member, bool) {
 		m, ok := r.Owner(k)
-		return m, !ok || m.Name == l.name
+		return m, !ok || m.Name == l.name || l.adopted.has(k)
 	}
 	type batch struct {
 		entries []store.Entry
@@ -185,10 +195,7 @@ func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, e
 		for i, k := range b.keys {
 			parts[i] = r.Partition(k)
 		}
-		l.recent.forget(name, parts)
-		if v := l.view.Load(); v != nil && v.pending != nil {
-			v.pending.reopen(name, parts)
-		}
+		l.acks.forget(name, parts)
 		moved += len(b.keys)
 		l.metrics.handedOff.Add(float64(len(b.keys)))
 		b.entries, b.keys = b.entries[:0], b.keys[:0]

@@ -32,7 +32,9 @@ type Limiter struct {
 	policies     atomic.Pointer[policy.Set]
 	view         atomic.Pointer[view]
 	moved        movedSet
-	recent       recentDone
+	acks         acks
+	passing      keySet // keys being passed on (see passOn)
+	adopted      keySet // keys handed here by their owner on this ring (see passOn)
 	fetches      singleflight.Group
 	handoffMu    sync.Mutex // serializes HandOff
 	leaving      atomic.Bool

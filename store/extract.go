@@ -22,6 +22,27 @@ func (s *Store) Extract(now int64, keys []uint64) []Entry {
 	return out
 }
 
+// Has reports whether key has a live state (of any algorithm).
+func (s *Store) Has(now int64, key uint64) bool {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if v, ok := sh.tokens[key]; ok && v.ExpiresAt() > now {
+		return true
+	}
+	if v, ok := sh.fixed[key]; ok && v.ExpiresAt() > now {
+		return true
+	}
+	if v, ok := sh.sliding[key]; ok && v.ExpiresAt() > now {
+		return true
+	}
+	if v, ok := sh.logs[key]; ok && v.expiresAt() > now {
+		return true
+	}
+	v, ok := sh.leases[key]
+	return ok && v.ExpiresAt() > now
+}
+
 // Delete removes the states of the given keys (all algorithms), live or
 // not, and returns how many states it removed.
 func (s *Store) Delete(keys []uint64) int {

@@ -368,8 +368,12 @@ func TestExtractAndDelete(t *testing.T) {
 	if _, err := a.Take(2, l, t0, 1); err != nil {
 		t.Fatal(err)
 	}
+	if !a.Has(t0, 1) || a.Has(t0, 3) || a.Has(t0+2*3600*sec, 1) {
+		t.Fatalf("Has(1), Has(3), Has(1) once expired: %v %v %v, want true false false",
+			a.Has(t0, 1), a.Has(t0, 3), a.Has(t0+2*3600*sec, 1))
+	}
 	got := a.Extract(t0, []uint64{1, 3})
-	if len(got) != 1 || got[0].Key != 1 {
+	if len(got) != 1 || got[0].Key != 1 || a.Has(t0, 1) {
 		t.Fatalf("Extract: %+v, want the state of key 1 only", got)
 	}
 	if st := a.Stats(); st.Keys != 1 {

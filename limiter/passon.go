@@ -1,0 +1,130 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// passOn places the states this node was just pushed by from that its own
+// ring does not give it: the sender's ring is behind or ahead of this one.
+//
+// States the ring gives a third node are passed on to it: this node may
+// have acknowledged their partitions to that node already, which would
+// then count the keys afresh; passing them on before the push is answered
+// closes that gap. A key already being passed on by this node stays here
+// (the rings on the way disagree in a circle, and it must stop somewhere).
+//
+// States the ring gives back to from are adopted: from has let go of
+// them, so this node decides those keys itself until its ring changes or
+// the keys are fetched (from forgot this node's acknowledgements of them
+// when it pushed them, so it fetches them if it comes to own them).
+func (l *Limiter) passOn(ctx context.Context, v *view, from string, entries []store.Entry) {
+	if v == nil || v.ring == nil || l.peers == nil || len(entries) == 0 {
+		return
+	}
+	groups := map[string][]uint64{}
+	for _, e := range entries {
+		to, mine := v.owner(l.name, e.Key)
+		if mine {
+			continue
+		}
+		if to.Name == from {
+			l.adopted.add(e.Key)
+			continue
+		}
+		if !l.passing.claim(e.Key) {
+			continue
+		}
+		groups[to.Name] = append(groups[to.Name], e.Key)
+	}
+	for name, keys := range groups {
+		to, _ := v.ring.Member(name)
+		l.passOnTo(ctx, v.ring, to, keys)
+		l.passing.release(keys)
+	}
+}
+
+// passOnTo moves the states of keys to node to. If to does not take them,
+// they stay here.
+func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, keys []uint64) {
+	now := l.clock().UnixNano()
+	states := l.store.Extract(now, keys)
+	if len(states) == 0 {
+		return
+	}
+	if err := l.peers.Handoff(ctx, to, states, nil); err != nil {
+		for _, e := range states {
+			_ = l.store.Import(e, now) // room: they were here a moment ago
+		}
+		l.log.Warn("handoff: could not pass states on to their owner; they stay here", "to", to.Name, "states", len(states), "err", err)
+		return
+	}
+	parts := make([]int, len(keys))
+	for i, k := range keys {
+		parts[i] = r.Partition(k)
+	}
+	l.acks.forget(to.Name, parts)
+	l.metrics.handedOff.Add(float64(len(states)))
+}
+
+// keySet is a set of keys safe for concurrent use; has is one atomic load
+// while the set is empty.
+type keySet struct {
+	n  atomic.Int64 // len(m)
+	mu sync.Mutex
+	m  map[uint64]struct{}
+}
+
+// claim adds k and reports whether it was absent.
+func (s *keySet) claim(k uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[k]; ok {
+		return false
+	}
+	if s.m == nil {
+		s.m = map[uint64]struct{}{}
+	}
+	s.m[k] = struct{}{}
+	s.n.Store(int64(len(s.m)))
+	return true
+}
+
+// add adds k.
+func (s *keySet) add(k uint64) { s.claim(k) }
+
+// has reports whether k is in the set.
+func (s *keySet) has(k uint64) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[k]
+	return ok
+}
+
+// release removes keys.
+func (s *keySet) release(keys []uint64) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.m, k)
+	}
+	s.n.Store(int64(len(s.m)))
+}
+
+// clear empties the set.
+func (s *keySet) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.m)
+	s.n.Store(0)
+}
