@@ -1,7 +1,11 @@
 // Package deploy holds the deployment files (Kubernetes manifests, a
-// compose file); its test checks them as far as this machine allows: they
-// parse, and carry the fields a Sluice cluster needs. Nothing here claims
-// they were applied to a Kubernetes cluster.
+// compose file, the Envoy rate limit rules they mount); its test checks them
+// as far as this machine allows: they parse, and carry the fields a Sluice
+// cluster needs. It also checks the configuration blocks of docs/envoy.md:
+// Envoy's in Envoy's protos (go-control-plane, validated), the rules with
+// package rls, and that the example requests get the rules the page says.
+// Nothing here claims they were applied to a Kubernetes cluster, an Istio
+// mesh or an Envoy Gateway.
 package deploy
 
 import (

@@ -97,6 +97,7 @@ type cluster struct {
 	t          *testing.T
 	prefix     string
 	clusterNet string
+	rlsDir     string // the RLS configuration every node loads (SLUICE_RLS_CONFIG)
 	subnet     string // e.g. 10.213.7.
 	nodes      map[string]*node
 }
@@ -106,6 +107,7 @@ func newCluster(t *testing.T, n int) *cluster {
 	c.removeAll() // leftovers of an earlier run with this prefix
 	t.Cleanup(c.teardown)
 	c.clusterNet = c.prefix + "-cluster"
+	c.rlsDir = writeRLSConfig(t)
 	var lastErr error
 	for i := 0; i < 40 && c.subnet == ""; i++ {
 		third := (os.Getpid() + i*37) % 250
@@ -165,7 +167,11 @@ func (c *cluster) addNode(i int, seeds []string) *node {
 		"-e", "SLUICE_GRPC_ADVERTISE_ADDR="+n.ip+":8081",
 		"-e", "SLUICE_JOIN="+strings.Join(join, ","),
 		"-e", "SLUICE_LOG_FORMAT=text",
+		"-e", "SLUICE_RLS_CONFIG="+rlsMount,
 		image)
+	// Copied in rather than bind-mounted, so that it works with a remote
+	// daemon too; the container keeps it across stop and start.
+	mustDocker(t, "cp", c.rlsDir, n.name+":"+rlsMount)
 	mustDocker(t, "network", "connect", "--ip", n.ip, c.clusterNet, n.name)
 	mustDocker(t, "start", n.name)
 	// The nodes advertise their cluster-network addresses, which the test

@@ -30,6 +30,8 @@ func TestE2E(t *testing.T) {
 
 	t.Run("ExactAdmission", func(t *testing.T) { exactAdmission(t, c) })
 	t.Run("KillOwner", func(t *testing.T) { killOwner(t, c) })
+	t.Run("RLSExact", func(t *testing.T) { rlsExact(t, c) })
+	t.Run("RLSKillOwner", func(t *testing.T) { rlsKillOwner(t, c) })
 	t.Run("Partition", func(t *testing.T) { partition(t, c) })
 	t.Run("RollingRestart", func(t *testing.T) { rollingRestart(t, c) })
 	t.Run("Scale", func(t *testing.T) { scale(t, c) })
