@@ -156,7 +156,7 @@ func (it *checkItemJSON) toRequest(i int, defaultCost int64, dst *limiter.Reques
 	a, err := bucket.ParseAlgorithm(alg)
 	if err != nil {
 		return badRequest(fieldPath(i, "algorithm"),
-			fmt.Sprintf("unknown algorithm %s (want token_bucket, sliding_window, fixed_window, sliding_log or concurrency)", quoteShort(alg)))
+			fmt.Sprintf("unknown algorithm %s (want token_bucket, sliding_window, fixed_window, sliding_log, concurrency or fixed_window_hits)", quoteShort(alg)))
 	}
 	dst.Limit.Algorithm = a
 	if it.Limit != nil {

@@ -82,7 +82,7 @@ func TestValidate(t *testing.T) {
 		{"token", Limit{Algorithm: TokenBucket, Limit: 10, Period: time.Second}, "", nil},
 		{"token with burst", Limit{Algorithm: TokenBucket, Limit: 10, Period: time.Second, Burst: 50}, "", nil},
 		{"zero algorithm", Limit{Limit: 10, Period: time.Second}, "algorithm", ErrUnknownAlgorithm},
-		{"algorithm too large", Limit{Algorithm: Concurrency + 1, Limit: 10, Period: time.Second}, "algorithm", ErrUnknownAlgorithm},
+		{"algorithm too large", Limit{Algorithm: LastAlgorithm + 1, Limit: 10, Period: time.Second}, "algorithm", ErrUnknownAlgorithm},
 		{"zero limit", Limit{Algorithm: FixedWindow, Period: time.Second}, "limit", ErrInvalidLimit},
 		{"limit too large", Limit{Algorithm: FixedWindow, Limit: MaxLimit + 1, Period: time.Second}, "limit", ErrInvalidLimit},
 		{"max limit", Limit{Algorithm: FixedWindow, Limit: MaxLimit, Period: MaxPeriod}, "", nil},
@@ -114,7 +114,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []Algorithm{TokenBucket, SlidingWindow, FixedWindow, SlidingLog, Concurrency} {
+	for _, a := range []Algorithm{TokenBucket, SlidingWindow, FixedWindow, SlidingLog, Concurrency, FixedWindowHits} {
 		got, err := ParseAlgorithm(a.String())
 		if err != nil || got != a {
 			t.Errorf("ParseAlgorithm(%q) = %v, %v; want %v", a.String(), got, err, a)

@@ -1,5 +1,7 @@
 // Package bucket owns the rate-limit algorithms: token bucket (GCRA),
-// sliding-window counter, fixed window, sliding log and concurrency leases.
+// sliding-window counter, fixed window, sliding log, concurrency leases and
+// the fixed window of envoyproxy/ratelimit, which counts every hit
+// (TakeFixedWindowHits).
 //
 // Every algorithm is a pure function of a state, a limit, the current time and
 // a cost, in the style of golang.org/x/time/rate's AllowN(t, n):
@@ -13,7 +15,8 @@
 // times up to the year 2100 with any limit that passes [Limit.Validate].
 // Callers pass a limit that already passed Validate; only the cost is checked.
 //
-// Rules shared by every algorithm:
+// Rules shared by every algorithm (except the first two for
+// TakeFixedWindowHits, which follows envoyproxy/ratelimit there: see it):
 //   - a denied take consumes nothing, and neither does a read (cost 0, always
 //     allowed, reporting Remaining and ResetAfter). The returned state then
 //     behaves exactly like the input from now on: token buckets and sliding

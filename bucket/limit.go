@@ -17,7 +17,14 @@ const (
 	FixedWindow
 	SlidingLog
 	Concurrency
+	// FixedWindowHits is a fixed window that counts every hit, admitted
+	// or not, as envoyproxy/ratelimit counts in Redis (see
+	// TakeFixedWindowHits).
+	FixedWindowHits
 )
+
+// LastAlgorithm is the highest valid Algorithm, for tables indexed by it.
+const LastAlgorithm = FixedWindowHits
 
 var algorithmNames = [...]string{
 	TokenBucket:   "token_bucket",
@@ -25,6 +32,9 @@ var algorithmNames = [...]string{
 	FixedWindow:   "fixed_window",
 	SlidingLog:    "sliding_log",
 	Concurrency:   "concurrency",
+	// The name says what sets it apart from fixed_window: hits count
+	// whether or not they are admitted.
+	FixedWindowHits: "fixed_window_hits",
 }
 
 // String returns the algorithm's snake_case name, as used in configuration.
@@ -36,7 +46,8 @@ func (a Algorithm) String() string {
 }
 
 // ParseAlgorithm maps a name ("token_bucket", "sliding_window",
-// "fixed_window", "sliding_log", "concurrency") to an Algorithm. The empty
+// "fixed_window", "sliding_log", "concurrency", "fixed_window_hits") to an
+// Algorithm. The empty
 // string is TokenBucket, the default.
 func ParseAlgorithm(s string) (Algorithm, error) {
 	if s == "" {
@@ -59,6 +70,11 @@ const (
 	// MaxSlidingLogLimit caps the limit of a sliding log, whose state keeps
 	// one timestamp per admitted unit (8 bytes each).
 	MaxSlidingLogLimit = 10_000
+	// MaxHitsLimit is the largest limit of a fixed_window_hits limit: the
+	// largest requests_per_unit of envoyproxy/ratelimit (a uint32). It
+	// is the one algorithm whose limit may exceed MaxLimit (a count needs
+	// no arithmetic that could overflow) and may be 0 (every hit denied).
+	MaxHitsLimit = 1<<32 - 1
 )
 
 // Sentinel errors. Errors returned by this package wrap one of them.
@@ -74,7 +90,8 @@ type Limit struct {
 	// Algorithm selects the counting method.
 	Algorithm Algorithm
 	// Limit is the number of units per Period (for Concurrency: the number
-	// of units that may be held at once). 1..MaxLimit.
+	// of units that may be held at once). 1..MaxLimit; for
+	// FixedWindowHits 0..MaxHitsLimit.
 	Limit int64
 	// Period is the refill period or window length. 1ns..MaxPeriod.
 	// Concurrency limits ignore it.
@@ -97,15 +114,10 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Validate checks the limit against the bounds above. Errors are *FieldError
 // naming "algorithm", "limit", "period" or "burst".
 func (l Limit) Validate() error {
+	if err := l.validateLimit(); err != nil {
+		return err
+	}
 	switch {
-	case l.Algorithm < TokenBucket || l.Algorithm > Concurrency:
-		return &FieldError{"algorithm", fmt.Sprintf("unknown algorithm %d", l.Algorithm), ErrUnknownAlgorithm}
-	case l.Limit <= 0:
-		return &FieldError{"limit", "must be > 0", ErrInvalidLimit}
-	case l.Limit > MaxLimit:
-		return &FieldError{"limit", fmt.Sprintf("must be <= %d", MaxLimit), ErrInvalidLimit}
-	case l.Algorithm == SlidingLog && l.Limit > MaxSlidingLogLimit:
-		return &FieldError{"limit", fmt.Sprintf("must be <= %d for sliding_log", MaxSlidingLogLimit), ErrInvalidLimit}
 	case l.Algorithm != Concurrency && l.Period <= 0:
 		return &FieldError{"period", "must be > 0", ErrInvalidLimit}
 	case l.Period < 0:
@@ -122,6 +134,28 @@ func (l Limit) Validate() error {
 		if l.interval()*l.Capacity() > int64(100*MaxPeriod) || l.interval()*l.Capacity()/l.Capacity() != l.interval() {
 			return &FieldError{"burst", "burst/limit × period must be <= 100 years", ErrInvalidLimit}
 		}
+	}
+	return nil
+}
+
+// validateLimit checks the algorithm and the limit.
+func (l Limit) validateLimit() error {
+	switch {
+	case l.Algorithm < TokenBucket || l.Algorithm > LastAlgorithm:
+		return &FieldError{"algorithm", fmt.Sprintf("unknown algorithm %d", l.Algorithm), ErrUnknownAlgorithm}
+	case l.Algorithm == FixedWindowHits:
+		if l.Limit < 0 {
+			return &FieldError{"limit", "must be >= 0", ErrInvalidLimit}
+		}
+		if l.Limit > MaxHitsLimit {
+			return &FieldError{"limit", fmt.Sprintf("must be <= %d for fixed_window_hits", MaxHitsLimit), ErrInvalidLimit}
+		}
+	case l.Limit <= 0:
+		return &FieldError{"limit", "must be > 0", ErrInvalidLimit}
+	case l.Limit > MaxLimit:
+		return &FieldError{"limit", fmt.Sprintf("must be <= %d", MaxLimit), ErrInvalidLimit}
+	case l.Algorithm == SlidingLog && l.Limit > MaxSlidingLogLimit:
+		return &FieldError{"limit", fmt.Sprintf("must be <= %d for sliding_log", MaxSlidingLogLimit), ErrInvalidLimit}
 	}
 	return nil
 }

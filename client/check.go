@@ -18,6 +18,9 @@ const (
 	FixedWindow   = sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW
 	SlidingLog    = sluicev1.Algorithm_ALGORITHM_SLIDING_LOG
 	Concurrency   = sluicev1.Algorithm_ALGORITHM_CONCURRENCY
+	// FixedWindowHits counts every hit, admitted or not, as
+	// envoyproxy/ratelimit does.
+	FixedWindowHits = sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW_HITS
 )
 
 // FailureMode says what a node does when a key's owner is unreachable.

@@ -83,7 +83,7 @@ func validateItem(it *sluicev1.CheckItem) (field, reason string) {
 	switch {
 	case l.Algorithm == bucket.Concurrency && it.GetCost() > 0:
 		return "limit.algorithm", "concurrency limits are taken with Acquire and Release; Check may only read them (cost 0)"
-	case it.GetCost() > l.Capacity():
+	case it.GetCost() > l.Capacity() && l.Algorithm != bucket.FixedWindowHits:
 		return "cost", fmt.Sprintf("%d exceeds the limit's capacity %d", it.GetCost(), l.Capacity())
 	}
 	return "", ""

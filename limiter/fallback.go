@@ -40,9 +40,9 @@ const fallbackLeasePrefix = "local-"
 
 // LocalShare is the limit a node applies for a key whose owner is
 // unreachable in a ring of n nodes: the limit and the burst divided by n,
-// rounded down, and at least 1.
+// rounded down, and at least 1 (a fixed_window_hits limit of 0 stays 0).
 func LocalShare(l bucket.Limit, n int) bucket.Limit {
-	if n <= 1 {
+	if n <= 1 || l.Limit == 0 {
 		return l
 	}
 	share := l
@@ -83,7 +83,7 @@ func (l *Limiter) fallbackTake(v *view, mode policy.FailureMode, hash uint64, li
 		return bucket.Result{Allowed: true, Limit: capacity, Remaining: capacity}
 	}
 	share := LocalShare(lim, ringSize(v))
-	if cost > share.Capacity() {
+	if cost > share.Capacity() && lim.Algorithm != bucket.FixedWindowHits { // hits count whatever their cost
 		return bucket.Result{Limit: share.Capacity(), RetryAfter: FallbackRetryAfter}
 	}
 	var res bucket.Result

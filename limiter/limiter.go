@@ -99,7 +99,7 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		}
 		out.limit, out.policy, out.mode, out.grants = p.Limit, p.Name, p.FailureMode, p.Grants
 	} else {
-		if !set.AllowInline {
+		if !set.AllowInline && !r.Trusted {
 			return out, &FieldError{i, "limit", "inline limits are disabled by the policy file; name a policy", ErrInlineDisabled}
 		}
 		if r.Limit.Burst != 0 && r.Limit.Algorithm != bucket.TokenBucket {
@@ -114,7 +114,7 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		}
 		out.limit, out.mode = r.Limit, r.FailureMode
 	}
-	if r.Cost > out.limit.Capacity() {
+	if r.Cost > out.limit.Capacity() && out.limit.Algorithm != bucket.FixedWindowHits {
 		return out, &FieldError{i, "cost", fmt.Sprintf("%d exceeds the limit's capacity %d", r.Cost, out.limit.Capacity()), ErrInvalid}
 	}
 	out.hash = bucketIdentity(&out, r.Key)

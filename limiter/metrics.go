@@ -11,7 +11,7 @@ import (
 // metrics are the limiter's Prometheus metrics. There are no per-key labels.
 type metrics struct {
 	// checks[algorithm][outcome]
-	checks [bucket.Concurrency + 1][3]prometheus.Counter
+	checks [bucket.LastAlgorithm + 1][3]prometheus.Counter
 	// forwarded counts items sent to their owner on another node.
 	forwarded prometheus.Counter
 	// handedOff counts states pushed to their new owner.
@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 		Name:      "checks_total",
 		Help:      "Checks and acquires answered to this node's callers, by algorithm and result (allowed, denied, error); checks forwarded here by other nodes are not counted again.",
 	}, []string{"algorithm", "result"})
-	for a := bucket.TokenBucket; a <= bucket.Concurrency; a++ {
+	for a := bucket.TokenBucket; a <= bucket.LastAlgorithm; a++ {
 		for o, name := range []string{"allowed", "denied", "error"} {
 			m.checks[a][o] = checks.WithLabelValues(a.String(), name)
 		}
@@ -90,10 +90,10 @@ func (m *metrics) fellBack(mode policy.FailureMode) {
 // observeBatch counts the decisions of one Check call, adding to each
 // counter once rather than once per item.
 func (m *metrics) observeBatch(results []Result, jobs []job) {
-	var n [bucket.Concurrency + 1][3]int
+	var n [bucket.LastAlgorithm + 1][3]int
 	for i := range results {
 		a := jobs[i].limit.Algorithm
-		if a > bucket.Concurrency {
+		if a > bucket.LastAlgorithm {
 			continue
 		}
 		n[a][outcomeOf(&results[i])]++
@@ -120,7 +120,7 @@ func outcomeOf(r *Result) int {
 
 // observe counts one decision.
 func (m *metrics) observe(a bucket.Algorithm, r *Result) {
-	if a <= bucket.Concurrency {
+	if a <= bucket.LastAlgorithm {
 		m.checks[a][outcomeOf(r)].Inc()
 	}
 }

@@ -15,7 +15,8 @@ const (
 	MaxKeyBytes = 1024
 	// MaxItems is the most items accepted in one Check call.
 	MaxItems = 1000
-	// MaxCost bounds a single item's cost.
+	// MaxCost bounds a single item's cost, except under fixed_window_hits,
+	// which counts any cost (a cost above the limit is counted and denied).
 	MaxCost = bucket.MaxLimit
 	// DefaultLeaseTTL is the lease lifetime when a request gives none.
 	DefaultLeaseTTL = time.Minute
@@ -43,6 +44,10 @@ type Request struct {
 	Limit bucket.Limit
 	// FailureMode goes with an inline Limit.
 	FailureMode policy.FailureMode
+	// Trusted marks an inline Limit that comes from this node's own
+	// configuration (the Envoy RLS rules), not from the caller: the policy
+	// file's allow_inline: false does not refuse it.
+	Trusted bool
 	// Cost is the number of units to spend; 0 reads usage.
 	Cost int64
 }

@@ -18,7 +18,7 @@ import (
 //	allow_inline: true        # optional, default true: may checks carry inline limits?
 //	policies:
 //	  api:                    # name: [A-Za-z0-9_.:-]{1,64}
-//	    algorithm: token_bucket   # token_bucket (default) | sliding_window | fixed_window | sliding_log | concurrency
+//	    algorithm: token_bucket   # token_bucket (default) | sliding_window | fixed_window | sliding_log | concurrency | fixed_window_hits
 //	    limit: 100
 //	    period: 1m            # required except for concurrency; Go syntax or whole days ("7d")
 //	    burst: 200            # optional, token_bucket only
@@ -315,7 +315,7 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				a, err := bucket.ParseAlgorithm(s)
 				if err != nil {
 					return pol, &FileError{Line: lineOf(v), Path: fpath, Err: bucket.ErrUnknownAlgorithm,
-						Reason: fmt.Sprintf("unknown algorithm %q (want token_bucket, sliding_window, fixed_window, sliding_log or concurrency)", s)}
+						Reason: fmt.Sprintf("unknown algorithm %q (want token_bucket, sliding_window, fixed_window, sliding_log, concurrency or fixed_window_hits)", s)}
 				}
 				pol.Limit.Algorithm = a
 			}

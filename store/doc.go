@@ -29,7 +29,8 @@
 // zero state, so dropping it loses nothing. The store treats an expired
 // stored state exactly like an absent one, so results never depend on when
 // sweeps ran; it never stores a state equal to the zero state (after a read,
-// say) and never inserts a key for a read, a deny or an error. Expired states
+// say) and never inserts a key for a read, a deny (but for fixed_window_hits,
+// whose denied hits count) or an error. Expired states
 // hold memory until Sweep (which the owner calls periodically) drops them,
 // or a Take finds them, or the memory cap sweeps their shard. Live states are
 // never evicted.

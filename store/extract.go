@@ -52,6 +52,9 @@ func exportShardKeys(buf []Entry, sh *shard, now int64, key uint64) []Entry {
 	if v, ok := sh.sliding[key]; ok && v.ExpiresAt() > now {
 		buf = append(buf, Entry{Key: key, Algorithm: bucket.SlidingWindow, Window: v})
 	}
+	if v, ok := sh.hits[key]; ok && v.ExpiresAt() > now {
+		buf = append(buf, Entry{Key: key, Algorithm: bucket.FixedWindowHits, Window: v})
+	}
 	if v, ok := sh.logs[key]; ok && v.expiresAt() > now {
 		buf = append(buf, Entry{Key: key, Algorithm: bucket.SlidingLog,
 			Log: bucket.LogState{Entries: append([]bucket.LogEntry(nil), v.entries...)}, Period: v.period})
@@ -76,6 +79,10 @@ func deleteKey(sh *shard, key uint64) (removed, freed int64) {
 	}
 	if _, ok := sh.sliding[key]; ok {
 		delete(sh.sliding, key)
+		removed, freed = removed+1, freed+windowEntryBytes
+	}
+	if _, ok := sh.hits[key]; ok {
+		delete(sh.hits, key)
 		removed, freed = removed+1, freed+windowEntryBytes
 	}
 	if v, ok := sh.logs[key]; ok {

@@ -17,7 +17,8 @@ type Entry struct {
 	Algorithm bucket.Algorithm
 	// Token is the state of a TokenBucket key.
 	Token bucket.TokenState
-	// Window is the state of a FixedWindow or SlidingWindow key.
+	// Window is the state of a FixedWindow, SlidingWindow or
+	// FixedWindowHits key.
 	Window bucket.WindowState
 	// Log is the state of a SlidingLog key; Export gives a copy the caller
 	// owns.
@@ -36,7 +37,7 @@ func (e Entry) ExpiresAt() int64 {
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		return e.Token.ExpiresAt()
-	case bucket.FixedWindow, bucket.SlidingWindow:
+	case bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits:
 		return e.Window.ExpiresAt()
 	case bucket.SlidingLog:
 		return e.Log.ExpiresAt(e.Period)
@@ -51,7 +52,7 @@ func (e Entry) isZero(now int64) bool {
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		return tokenIsZero(e.Token, now)
-	case bucket.FixedWindow, bucket.SlidingWindow:
+	case bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits:
 		return windowIsZero(e.Window, now)
 	case bucket.SlidingLog:
 		return logState{entries: e.Log.Entries, period: e.Period}.isZero(now)
@@ -103,6 +104,11 @@ func exportShard(buf []Entry, sh *shard, now int64, keep func(uint64) bool) []En
 			buf = append(buf, Entry{Key: k, Algorithm: bucket.SlidingWindow, Window: v})
 		}
 	}
+	for k, v := range sh.hits {
+		if want(k, v.ExpiresAt()) {
+			buf = append(buf, Entry{Key: k, Algorithm: bucket.FixedWindowHits, Window: v})
+		}
+	}
 	for k, v := range sh.logs {
 		if want(k, v.expiresAt()) {
 			buf = append(buf, Entry{Key: k, Algorithm: bucket.SlidingLog,
@@ -132,7 +138,7 @@ func exportShard(buf []Entry, sh *shard, now int64, keep func(uint64) bool) []En
 // retained.
 func (s *Store) Import(e Entry, now int64) error {
 	switch e.Algorithm {
-	case bucket.TokenBucket, bucket.FixedWindow, bucket.SlidingWindow, bucket.Concurrency:
+	case bucket.TokenBucket, bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits, bucket.Concurrency:
 	case bucket.SlidingLog:
 		if e.Period <= 0 {
 			return fmt.Errorf("%w: sliding_log entry %#x needs Period > 0, got %d", ErrInvalidEntry, e.Key, e.Period)
@@ -166,6 +172,8 @@ func (s *Store) Import(e Entry, now int64) error {
 		return s.importWindow(sh, &sh.fixed, e.Key, e.Window, false, now)
 	case bucket.SlidingWindow:
 		return s.importWindow(sh, &sh.sliding, e.Key, e.Window, true, now)
+	case bucket.FixedWindowHits:
+		return s.importWindow(sh, &sh.hits, e.Key, e.Window, false, now)
 	case bucket.SlidingLog:
 		st := logState{entries: liveLog(e.Log.Entries, e.Period, now), period: e.Period}
 		old, ok := sh.logs[e.Key]
@@ -207,7 +215,7 @@ func (s *Store) Import(e Entry, now int64) error {
 	return nil
 }
 
-// importWindow is Import for fixed and sliding windows.
+// importWindow is Import for fixed, sliding and hits windows.
 func (s *Store) importWindow(sh *shard, m *map[uint64]bucket.WindowState, key uint64, w bucket.WindowState, sliding bool, now int64) error {
 	old, ok := (*m)[key]
 	if ok && old.ExpiresAt() > now {

@@ -35,8 +35,8 @@ func recount(s *Store) (keys, bytes int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		keys += int64(len(sh.tokens) + len(sh.fixed) + len(sh.sliding) + len(sh.logs) + len(sh.leases))
-		bytes += int64(len(sh.tokens))*tokenEntryBytes + int64(len(sh.fixed)+len(sh.sliding))*windowEntryBytes
+		keys += int64(len(sh.tokens) + len(sh.fixed) + len(sh.sliding) + len(sh.hits) + len(sh.logs) + len(sh.leases))
+		bytes += int64(len(sh.tokens))*tokenEntryBytes + int64(len(sh.fixed)+len(sh.sliding)+len(sh.hits))*windowEntryBytes
 		for _, v := range sh.logs {
 			bytes += logBytes(v.entries)
 		}

@@ -10,13 +10,14 @@ import (
 )
 
 // shard is one lock stripe: a mutex and one lazily created map per kind of
-// state. Fixed and sliding windows have separate maps so that a key used
-// with both keeps two independent states. Everything is guarded by mu.
+// state. Fixed, sliding and hits windows have separate maps so that a key
+// used with several keeps independent states. Everything is guarded by mu.
 type shard struct {
 	mu      sync.Mutex
 	tokens  map[uint64]bucket.TokenState  // TokenBucket: the hot map
 	fixed   map[uint64]bucket.WindowState // FixedWindow
 	sliding map[uint64]bucket.WindowState // SlidingWindow
+	hits    map[uint64]bucket.WindowState // FixedWindowHits
 	logs    map[uint64]logState           // SlidingLog
 	leases  map[uint64]bucket.LeaseState  // Concurrency
 
@@ -24,8 +25,6 @@ type shard struct {
 	// shard (math.MaxInt64 when there is none): sweeping at now < sweepAt
 	// would find nothing. Writes lower it, sweeps recompute it.
 	sweepAt int64
-	// leaseSeq generates lease IDs (see Store.nextLeaseID).
-	leaseSeq uint64
 }
 
 // shardSize is the size of a shard: exactly one 64-byte cache line, so that
@@ -136,11 +135,13 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 	return res, nil
 }
 
-// takeWindow is Take for fixed and sliding windows; m points at the shard's
-// map for the algorithm and take is the algorithm.
+// takeWindow is Take for fixed, sliding and hits windows; m points at the
+// shard's map for the algorithm and take is the algorithm. countsDenied
+// says that a denied take changes the state (fixed_window_hits), so that it
+// inserts a new key like an allowed one.
 func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 	take func(bucket.WindowState, bucket.Limit, int64, int64) (bucket.WindowState, bucket.Result, error),
-	key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+	key uint64, l bucket.Limit, now, cost int64, countsDenied bool) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, ok := (*m)[key]
@@ -162,7 +163,7 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 			(*m)[key] = next
 			sh.noteExpiry(next.ExpiresAt())
 		}
-	case !res.Allowed || cost == 0:
+	case cost == 0 || !res.Allowed && !countsDenied:
 	default:
 		if err := s.reserve(sh, now, windowEntryBytes); err != nil {
 			return bucket.Result{}, err
@@ -231,24 +232,21 @@ func compact[T any](s []T) []T {
 	return s
 }
 
-// nextLeaseID returns a new lease ID for shard idx (whose lock the caller
-// holds): the shard's sequence shifted left by log2(Shards), with the shard
-// index in the low bits, so IDs are unique across shards; never 0.
-func (s *Store) nextLeaseID(sh *shard, idx uint64) uint64 {
-	shardBits := 64 - s.shift
+// nextLeaseID returns a new lease ID: the store's sequence, unique within
+// the store (until it wraps after 2^64 IDs); never 0. (The sequence is the
+// store's, not the shard's, so that a shard stays one cache line.)
+func (s *Store) nextLeaseID() uint64 {
 	for {
-		sh.leaseSeq++
-		// With one shard shardBits is 0 and idx is 0.
-		if id := sh.leaseSeq<<shardBits | idx; id != 0 {
+		if id := s.leaseSeq.Add(1); id != 0 {
 			return id
 		}
 	}
 }
 
-// acquire is Acquire on shard idx. With renew set it only renews the live
+// acquire is Acquire on shard sh. With renew set it only renews the live
 // lease id (see Store.Renew), reporting ok false when there is none;
 // otherwise it generates a new lease ID and ok is the acquire's outcome.
-func (s *Store) acquire(sh *shard, idx, key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, renew bool, id uint64) (leaseID uint64, res bucket.Result, ok bool, err error) {
+func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, renew bool, id uint64) (leaseID uint64, res bucket.Result, ok bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, found := sh.leases[key]
@@ -263,7 +261,7 @@ func (s *Store) acquire(sh *shard, idx, key uint64, l bucket.Limit, now, cost in
 			cost = 0
 		}
 	} else {
-		id = s.nextLeaseID(sh, idx)
+		id = s.nextLeaseID()
 	}
 	oldBytes := leaseBytes(old.Leases)
 	next, res, err := bucket.Acquire(in, l, now, cost, id, ttl)

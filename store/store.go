@@ -25,7 +25,9 @@ type Store struct {
 	keys    atomic.Int64
 	bytes   atomic.Int64
 	refused atomic.Uint64
-	_       [64]byte
+	// leaseSeq generates lease IDs (see nextLeaseID).
+	leaseSeq atomic.Uint64
+	_        [64]byte
 }
 
 // New returns an empty store configured by cfg. A zero Shards means
@@ -42,11 +44,10 @@ func New(cfg Config) (*Store, error) {
 	}
 	for i := range s.shards {
 		s.shards[i].sweepAt = math.MaxInt64
-		// Lease IDs are seq<<log2(Shards) | shard index; a random start
-		// keeps IDs of different stores (and restarts) apart, which
-		// matters when leases are merged by ID on Import.
-		s.shards[i].leaseSeq = rand.Uint64()
 	}
+	// A random start keeps lease IDs of different stores (and restarts)
+	// apart, which matters when leases are merged by ID on Import.
+	s.leaseSeq.Store(rand.Uint64())
 	return s, nil
 }
 
@@ -67,12 +68,13 @@ func (s *Store) shardOf(key uint64) *shard {
 }
 
 // Take applies l.Algorithm (TokenBucket, FixedWindow, SlidingWindow,
-// SlidingLog) to the state of key at time now (unix ns), spending cost units.
+// SlidingLog, FixedWindowHits) to the state of key at time now (unix ns),
+// spending cost units.
 // key is a 64-bit hash computed by the caller (identity of key+limit); each
 // algorithm has its own state for a given key.
 //
 // A cost of 0 reads the state and never inserts a key; neither does a denied
-// take or an error. An expired stored state is treated exactly like an
+// take (except of FixedWindowHits, whose denied hits count) or an error. An expired stored state is treated exactly like an
 // absent one. A take that needs to insert a new key while the store is at
 // Config.MaxBytes fails with an error wrapping ErrFull (and a zero Result).
 // Concurrency limits are ErrWrongAlgorithm: use Acquire and Release.
@@ -85,10 +87,13 @@ func (s *Store) Take(key uint64, l bucket.Limit, now, cost int64) (bucket.Result
 		return s.takeToken(s.shardOf(key), key, l, now, cost)
 	case bucket.FixedWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost)
+		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false)
 	case bucket.SlidingWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost)
+		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost, false)
+	case bucket.FixedWindowHits:
+		sh := s.shardOf(key)
+		return s.takeWindow(sh, &sh.hits, bucket.TakeFixedWindowHits, key, l, now, cost, true)
 	case bucket.SlidingLog:
 		return s.takeLog(s.shardOf(key), key, l, now, cost)
 	case bucket.Concurrency:
@@ -107,8 +112,7 @@ func (s *Store) Acquire(key uint64, l bucket.Limit, now, cost int64, ttl time.Du
 	if l.Algorithm != bucket.Concurrency {
 		return 0, bucket.Result{}, fmt.Errorf("%w: Acquire on a %v limit, use Take", ErrWrongAlgorithm, l.Algorithm)
 	}
-	idx := s.shardIndex(key)
-	leaseID, res, _, err = s.acquire(&s.shards[idx], idx, key, l, now, cost, ttl, false, 0)
+	leaseID, res, _, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, false, 0)
 	return leaseID, res, err
 }
 
@@ -122,8 +126,7 @@ func (s *Store) Renew(key uint64, l bucket.Limit, now, cost int64, ttl time.Dura
 	if l.Algorithm != bucket.Concurrency {
 		return false, bucket.Result{}, fmt.Errorf("%w: Renew on a %v limit", ErrWrongAlgorithm, l.Algorithm)
 	}
-	idx := s.shardIndex(key)
-	_, res, renewed, err = s.acquire(&s.shards[idx], idx, key, l, now, cost, ttl, true, leaseID)
+	_, res, renewed, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, true, leaseID)
 	return renewed, res, err
 }
 

@@ -2,8 +2,8 @@ package store
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -231,20 +231,20 @@ func TestDeniedNewKeyNotInserted(t *testing.T) {
 	}
 	sh := s.shardOf(5)
 	l := lim(bucket.FixedWindow, 10, time.Second)
-	if res, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1); err != nil || res.Allowed {
+	if res, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1, false); err != nil || res.Allowed {
 		t.Fatalf("deny: %+v %v", res, err)
 	}
 	if st := s.Stats(); st.Keys != 0 || sh.fixed != nil {
 		t.Fatalf("denied new key was inserted: %+v", st)
 	}
-	if _, err := s.takeWindow(sh, &sh.fixed, allow, 5, l, t0, 1); err != nil {
+	if _, err := s.takeWindow(sh, &sh.fixed, allow, 5, l, t0, 1, false); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.Keys != 1 || st.Bytes != windowEntryBytes {
 		t.Fatalf("allowed new key: %+v, want one key", st)
 	}
 	// A denied take of an existing key keeps (and may update) its state.
-	if _, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1); err != nil {
+	if _, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1, false); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.Keys != 1 {
@@ -377,7 +377,7 @@ func checkMapsFreed(t *testing.T, s *Store) {
 	t.Helper()
 	for i := range s.shards {
 		sh := &s.shards[i]
-		if sh.tokens != nil || sh.fixed != nil || sh.sliding != nil || sh.logs != nil || sh.leases != nil {
+		if sh.tokens != nil || sh.fixed != nil || sh.sliding != nil || sh.hits != nil || sh.logs != nil || sh.leases != nil {
 			t.Fatalf("shard %d kept an empty map", i)
 		}
 	}
@@ -455,54 +455,36 @@ func TestEmptyStoreIsSmall(t *testing.T) {
 
 func TestSameKeyDifferentAlgorithms(t *testing.T) {
 	s := newStore(t, Config{Shards: 16})
-	for _, l := range takeLimits {
+	limits := append(slices.Clone(takeLimits), lim(bucket.FixedWindowHits, 100, time.Hour))
+	for _, l := range limits {
 		res, err := s.Take(77, l, t0, 40)
 		if err != nil || !res.Allowed || res.Remaining != 60 {
 			t.Fatalf("%v: %+v %v; states of one key must be independent per algorithm", l.Algorithm, res, err)
 		}
 	}
-	if st := s.Stats(); st.Keys != int64(len(takeLimits)) {
-		t.Fatalf("Keys = %d, want %d", st.Keys, len(takeLimits))
+	if st := s.Stats(); st.Keys != int64(len(limits)) {
+		t.Fatalf("Keys = %d, want %d", st.Keys, len(limits))
 	}
 }
 
 func TestLeaseIDs(t *testing.T) {
-	for _, shards := range []int{1, 2, 4096} {
-		t.Run(fmt.Sprint(shards), func(t *testing.T) {
-			s := newStore(t, Config{Shards: shards})
-			seen := make(map[uint64]bool)
-			var x uint64
-			for range 20000 {
-				key := splitmix64(&x)
-				idx := s.shardIndex(key)
-				id := s.nextLeaseID(&s.shards[idx], idx)
-				if id == 0 || seen[id] {
-					t.Fatalf("lease ID %d is zero or repeated", id)
-				}
-				seen[id] = true
-			}
-			// A sequence that wraps to an ID of 0 skips it.
-			sh := &s.shards[0]
-			sh.leaseSeq = ^uint64(0)
-			if id := s.nextLeaseID(sh, 0); id == 0 {
-				t.Fatal("lease ID 0 handed out")
-			}
-		})
-	}
-	// IDs of different shards differ even when their sequences coincide.
 	s := newStore(t, Config{Shards: 64})
 	seen := make(map[uint64]bool)
-	for i := range s.shards {
-		s.shards[i].leaseSeq = 41
-		id := s.nextLeaseID(&s.shards[i], uint64(i))
-		if seen[id] {
-			t.Fatalf("shard %d repeated lease ID %d", i, id)
+	for range 20000 {
+		id := s.nextLeaseID()
+		if id == 0 || seen[id] {
+			t.Fatalf("lease ID %d is zero or repeated", id)
 		}
 		seen[id] = true
 	}
+	// A sequence that wraps to an ID of 0 skips it.
+	s.leaseSeq.Store(^uint64(0))
+	if id := s.nextLeaseID(); id == 0 {
+		t.Fatal("lease ID 0 handed out")
+	}
 	// Two stores start their sequences apart.
 	a, b := newStore(t, Config{Shards: 1}), newStore(t, Config{Shards: 1})
-	if a.nextLeaseID(&a.shards[0], 0) == b.nextLeaseID(&b.shards[0], 0) {
+	if a.nextLeaseID() == b.nextLeaseID() {
 		t.Fatal("two stores generated the same first lease ID")
 	}
 }

@@ -35,6 +35,7 @@ func (s *Store) sweepLocked(sh *shard, now int64) int {
 		func(bucket.TokenState) int64 { return tokenEntryBytes })
 	sh.fixed = sweepMap(&sw, sh.fixed, bucket.WindowState.ExpiresAt, windowBytes)
 	sh.sliding = sweepMap(&sw, sh.sliding, bucket.WindowState.ExpiresAt, windowBytes)
+	sh.hits = sweepMap(&sw, sh.hits, bucket.WindowState.ExpiresAt, windowBytes)
 	sh.logs = sweepMap(&sw, sh.logs, logState.expiresAt,
 		func(v logState) int64 { return logBytes(v.entries) })
 	sh.leases = sweepMap(&sw, sh.leases, bucket.LeaseState.ExpiresAt,
@@ -110,6 +111,7 @@ func (s *Store) DeleteIf(pred func(key uint64) bool) int {
 		maps.DeleteFunc(sh.tokens, func(k uint64, _ bucket.TokenState) bool { return del(k, tokenEntryBytes) })
 		maps.DeleteFunc(sh.fixed, func(k uint64, _ bucket.WindowState) bool { return del(k, windowEntryBytes) })
 		maps.DeleteFunc(sh.sliding, func(k uint64, _ bucket.WindowState) bool { return del(k, windowEntryBytes) })
+		maps.DeleteFunc(sh.hits, func(k uint64, _ bucket.WindowState) bool { return del(k, windowEntryBytes) })
 		maps.DeleteFunc(sh.logs, func(k uint64, v logState) bool { return del(k, logBytes(v.entries)) })
 		maps.DeleteFunc(sh.leases, func(k uint64, v bucket.LeaseState) bool { return del(k, leaseBytes(v.Leases)) })
 		if removed > 0 {
@@ -121,6 +123,7 @@ func (s *Store) DeleteIf(pred func(key uint64) bool) int {
 			sh.tokens = nilIfEmpty(sh.tokens)
 			sh.fixed = nilIfEmpty(sh.fixed)
 			sh.sliding = nilIfEmpty(sh.sliding)
+			sh.hits = nilIfEmpty(sh.hits)
 			sh.logs = nilIfEmpty(sh.logs)
 			sh.leases = nilIfEmpty(sh.leases)
 		}

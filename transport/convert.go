@@ -45,7 +45,7 @@ var peerLimitFields = map[string]string{
 // fromPeerItem converts and validates a forwarded item. Peers are trusted
 // but may run another version, so nothing reaches the limiter that the
 // bucket algorithms would not accept: the limit passes Validate and the
-// cost is within [0, limiter.MaxCost]. The error names the field relative
+// cost is within [0, limiter.MaxCost] (any cost >= 0 for fixed_window_hits). The error names the field relative
 // to the item.
 func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldError {
 	if it == nil {
@@ -79,7 +79,7 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 	switch {
 	case dst.Cost < 0:
 		return &wire.FieldError{Field: "cost", Reason: "must be >= 0"}
-	case dst.Cost > limiter.MaxCost:
+	case dst.Cost > limiter.MaxCost && dst.Limit.Algorithm != bucket.FixedWindowHits:
 		return &wire.FieldError{Field: "cost", Reason: fmt.Sprintf("must be <= %d", limiter.MaxCost)}
 	}
 	return nil
@@ -188,7 +188,7 @@ func toKeyState(dst *sluicev1.KeyState, e *store.Entry) *sluicev1.KeyState {
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		dst.Tat = e.Token.TAT
-	case bucket.FixedWindow, bucket.SlidingWindow:
+	case bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits:
 		dst.WindowStart = e.Window.Start
 		dst.WindowExpires = e.Window.Expires
 		dst.WindowPrev = e.Window.Prev
@@ -231,7 +231,7 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *wire.FieldError {
 	switch alg {
 	case bucket.TokenBucket:
 		dst.Token.TAT = ks.GetTat()
-	case bucket.FixedWindow, bucket.SlidingWindow:
+	case bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits:
 		dst.Window = bucket.WindowState{
 			Start:   ks.GetWindowStart(),
 			Expires: ks.GetWindowExpires(),

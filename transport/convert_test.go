@@ -30,6 +30,7 @@ func sampleEntries(base int64) []store.Entry {
 			{ID: 11, Cost: 1, Expires: base + 30e9}, {ID: 12, Cost: 2, Expires: base + 60e9}}}},
 		{Key: 6, Algorithm: bucket.SlidingLog, Period: 1, Log: bucket.LogState{}},
 		{Key: 7, Algorithm: bucket.Concurrency},
+		{Key: 8, Algorithm: bucket.FixedWindowHits, Window: bucket.WindowState{Start: base, Expires: base + 1e9, Cur: 1 << 40}},
 		{Key: 1<<64 - 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: -3}},
 	}
 }
@@ -66,6 +67,8 @@ func TestPeerConvertItemRoundTrip(t *testing.T) {
 		{Hash: 3, Limit: bucket.Limit{Algorithm: bucket.FixedWindow, Limit: 1, Period: time.Nanosecond}, Cost: 1},
 		{Hash: 4, Limit: bucket.Limit{Algorithm: bucket.SlidingLog, Limit: bucket.MaxSlidingLogLimit, Period: bucket.MaxPeriod}, Cost: 5},
 		{Hash: 1<<64 - 1, Limit: bucket.Limit{Algorithm: bucket.Concurrency, Limit: bucket.MaxLimit}, Cost: bucket.MaxLimit},
+		{Hash: 5, Limit: bucket.Limit{Algorithm: bucket.FixedWindowHits, Limit: 0, Period: time.Second}, Cost: 7},
+		{Hash: 6, Limit: bucket.Limit{Algorithm: bucket.FixedWindowHits, Limit: bucket.MaxHitsLimit, Period: 365 * 24 * time.Hour}, Cost: 1 << 40},
 	}
 	for _, f := range items {
 		var it sluicev1.PeerItem

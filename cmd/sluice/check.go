@@ -34,7 +34,7 @@ func (lf *limitFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&lf.limit, "limit", 0, "units per period")
 	fs.Var(&lf.period, "period", "period, e.g. 1s, 1m, 1h, 1d")
 	fs.Int64Var(&lf.burst, "burst", 0, "token bucket capacity (default: limit)")
-	fs.StringVar(&lf.algorithm, "algorithm", "token_bucket", "token_bucket, sliding_window, fixed_window, sliding_log or concurrency")
+	fs.StringVar(&lf.algorithm, "algorithm", "token_bucket", "token_bucket, sliding_window, fixed_window, sliding_log, concurrency or fixed_window_hits")
 	fs.StringVar(&lf.failure, "failure-mode", "local", "when the owner is unreachable: local, deny or allow")
 	fs.BoolVar(&lf.asJSON, "json", false, "print the result as JSON")
 	fs.DurationVar(&lf.timeout, "timeout", 2*time.Second, "call timeout")

@@ -18,6 +18,8 @@ func ToProtoAlgorithm(a bucket.Algorithm) sluicev1.Algorithm {
 		return sluicev1.Algorithm_ALGORITHM_SLIDING_LOG
 	case bucket.Concurrency:
 		return sluicev1.Algorithm_ALGORITHM_CONCURRENCY
+	case bucket.FixedWindowHits:
+		return sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW_HITS
 	}
 	return sluicev1.Algorithm_ALGORITHM_UNSPECIFIED
 }
@@ -38,6 +40,8 @@ func FromProtoAlgorithm(a sluicev1.Algorithm) (bucket.Algorithm, bool) {
 		return bucket.SlidingLog, true
 	case sluicev1.Algorithm_ALGORITHM_CONCURRENCY:
 		return bucket.Concurrency, true
+	case sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW_HITS:
+		return bucket.FixedWindowHits, true
 	}
 	return 0, false
 }

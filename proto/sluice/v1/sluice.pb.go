@@ -41,6 +41,10 @@ const (
 	Algorithm_ALGORITHM_SLIDING_LOG Algorithm = 4
 	// Concurrency: at most limit units held by unexpired leases at once.
 	Algorithm_ALGORITHM_CONCURRENCY Algorithm = 5
+	// Fixed window counting every hit, admitted or not (envoyproxy/ratelimit's
+	// counting): a denied check still adds its cost; denied when the count
+	// exceeds limit; a cost above limit is counted and denied; limit may be 0.
+	Algorithm_ALGORITHM_FIXED_WINDOW_HITS Algorithm = 6
 )
 
 // Enum value maps for Algorithm.
@@ -52,14 +56,16 @@ var (
 		3: "ALGORITHM_FIXED_WINDOW",
 		4: "ALGORITHM_SLIDING_LOG",
 		5: "ALGORITHM_CONCURRENCY",
+		6: "ALGORITHM_FIXED_WINDOW_HITS",
 	}
 	Algorithm_value = map[string]int32{
-		"ALGORITHM_UNSPECIFIED":    0,
-		"ALGORITHM_TOKEN_BUCKET":   1,
-		"ALGORITHM_SLIDING_WINDOW": 2,
-		"ALGORITHM_FIXED_WINDOW":   3,
-		"ALGORITHM_SLIDING_LOG":    4,
-		"ALGORITHM_CONCURRENCY":    5,
+		"ALGORITHM_UNSPECIFIED":       0,
+		"ALGORITHM_TOKEN_BUCKET":      1,
+		"ALGORITHM_SLIDING_WINDOW":    2,
+		"ALGORITHM_FIXED_WINDOW":      3,
+		"ALGORITHM_SLIDING_LOG":       4,
+		"ALGORITHM_CONCURRENCY":       5,
+		"ALGORITHM_FIXED_WINDOW_HITS": 6,
 	}
 )
 
@@ -207,7 +213,7 @@ func (Source) EnumDescriptor() ([]byte, []int) {
 type Limit struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Algorithm Algorithm              `protobuf:"varint,1,opt,name=algorithm,proto3,enum=sluice.v1.Algorithm" json:"algorithm,omitempty"`
-	// Units per period; must be > 0.
+	// Units per period; must be > 0 (FIXED_WINDOW_HITS: >= 0, up to 2^32-1).
 	Limit int64 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The window or refill period; must be > 0 and at most 366 days.
 	Period *durationpb.Duration `protobuf:"bytes,3,opt,name=period,proto3" json:"period,omitempty"`
@@ -1693,14 +1699,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\bpolicies\x18\x04 \x03(\v2(.sluice.v1.MembersResponse.PoliciesEntryR\bpolicies\x1aQ\n" +
 	"\rPoliciesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05value\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\x05value:\x028\x01*\xb2\x01\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\x05value:\x028\x01*\xd3\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x02\x12\x1a\n" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x19\n" +
-	"\x15ALGORITHM_CONCURRENCY\x10\x05*r\n" +
+	"\x15ALGORITHM_CONCURRENCY\x10\x05\x12\x1f\n" +
+	"\x1bALGORITHM_FIXED_WINDOW_HITS\x10\x06*r\n" +
 	"\vFailureMode\x12\x1c\n" +
 	"\x18FAILURE_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FAILURE_MODE_LOCAL\x10\x01\x12\x15\n" +
