@@ -37,13 +37,14 @@ bench:
 	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 100000x ./node/
 	$(GO) test -run '^$$' -bench 'OwnerLoss' -benchtime 1x ./node/
 
-## bench-compare: Sluice (3 nodes) vs Redis + Lua vs a bare gRPC echo on loopback, in one run;
-## rewrites its section of docs/benchmarks.md (installs redis-server if missing).
+## bench-compare: Sluice (3 nodes) vs Redis + Lua vs a bare gRPC echo on loopback, and Sluice's Envoy
+## RLS vs envoyproxy/ratelimit + Redis (scenarios f, g: --only rls), in one run; rewrites their
+## sections of docs/benchmarks.md (installs redis-server if missing; builds the reference: rlsref).
 ## BENCH_FLAGS passes flags, e.g. make bench-compare BENCH_FLAGS='--quick --keys-e 200000'
 BENCH_FLAGS    ?=
-bench-compare: build
+bench-compare: build rlsref
 	$(GO) build -o $(BIN)/benchcompare ./cmd/benchcompare
-	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice $(BENCH_FLAGS)
+	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice --ratelimit ./$(BIN)/ratelimit $(BENCH_FLAGS)
 
 ## rlsref: envoyproxy/ratelimit, the reference of the Envoy RLS conformance suite and bench, in
 ## bin/ratelimit, and its recorder bin/rlsref; both from the nested module tools/rlsref (its go.mod

@@ -60,6 +60,9 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--period", "0"}},
 		{[]string{"--batch", "1001"}},
 		{[]string{"--keys", "5", "--hot"}},
+		{[]string{"--grants", "--rls"}},
+		{[]string{"--conns", "2"}},
+		{[]string{"--period", "2s", "--rls"}},
 	} {
 		code, out := sluice(t, append([]string{"bench", "--addr", "127.0.0.1:1"}, c.args...)...)
 		if code != 2 || !strings.Contains(out, c.args[0]) {
@@ -69,5 +72,16 @@ func TestBenchBadFlags(t *testing.T) {
 	code, out := sluice(t, "bench", "-h")
 	if code != 0 || !strings.Contains(out, "-rate") || !strings.Contains(out, "SLUICE_WORKERS") {
 		t.Errorf("bench -h: exit %d, output %q", code, out)
+	}
+}
+
+// --print-rls-config prints the ratelimit config an RLS bench needs, for
+// the flags given, without dialling a node.
+func TestBenchPrintRLSConfig(t *testing.T) {
+	code, out := sluice(t, "bench", "--rls", "--print-rls-config", "--rls-domain", "edge", "--rls-key", "remote_address",
+		"--limit", "50", "--period", "1m", "--addr", "127.0.0.1:1")
+	want := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 50\n"
+	if code != 0 || out != want {
+		t.Fatalf("exit %d, output:\n%s\nwant:\n%s", code, out, want)
 	}
 }

@@ -162,4 +162,3 @@ func recordCase(ctx context.Context, dir, bin, redisAddr string, tc *testCase) (
 	}
 	return nil, fmt.Errorf("no run of %d kept every step in its second", maxAttempts)
 }
-
