@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test bench bench-compare proto proto-check lint tools clean image e2e rlsref rls-record rls-conformance
+.PHONY: all build run test bench bench-compare proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
 
 all: build
 
@@ -52,6 +52,7 @@ bench-compare: build rlsref
 RLSREF         := tools/rlsref
 rlsref:
 	cd $(RLSREF) && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
+	cd $(RLSREF) && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit-config-check github.com/envoyproxy/ratelimit/src/config_check_cmd
 	cd $(RLSREF) && $(GO) vet . && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/rlsref .
 
 ## rls-record: re-record node/testdata/rls-conformance/*/golden.json from the reference + Redis
@@ -59,6 +60,11 @@ rlsref:
 RLS_FLAGS      ?=
 rls-record: rlsref
 	./$(BIN)/rlsref record $(RLS_FLAGS)
+
+## rls-validate: re-record rls/testdata/reference-validation/*/verdict.json: which configs the
+## reference's own config checker accepts
+rls-validate: rlsref
+	./$(BIN)/rlsref validate $(RLS_FLAGS)
 
 ## rls-conformance: every conformance case against the reference and a live 3-node Sluice at the
 ## same moments; fails on any answer that differs

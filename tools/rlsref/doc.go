@@ -6,6 +6,7 @@
 //	make rlsref                 # builds bin/ratelimit from this module
 //	make rls-record             # re-records the goldens (needs the reference and redis-server)
 //	make rls-conformance        # the same cases against the reference and Sluice, side by side
+//	make rls-validate           # re-records which configs the reference accepts
 //
 // Subcommands:
 //
@@ -18,6 +19,12 @@
 //	    runs every case against the reference and a live Sluice (N `sluice
 //	    serve --rls-config` nodes) at the same moments and reports every
 //	    answer that differs.
+//	rlsref validate [--cases DIR] [--config-check BIN] [--only a,b]
+//	    runs the reference's config checker (src/config_check_cmd, built to
+//	    bin/ratelimit-config-check) on every DIR/<case>/config
+//	    (rls/testdata/reference-validation) and writes DIR/<case>/verdict.json:
+//	    accepted or not, and its message; rls's
+//	    TestLoadAcceptsWhatTheReferenceAccepts requires Load to agree.
 //
 // The suite's cases are data, not code: DIR/<case>/config/ is the case's
 // ratelimit configuration (one YAML file per domain, exactly the

@@ -63,4 +63,7 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 )
 
-tool github.com/envoyproxy/ratelimit/src/service_cmd
+tool (
+	github.com/envoyproxy/ratelimit/src/config_check_cmd
+	github.com/envoyproxy/ratelimit/src/service_cmd
+)

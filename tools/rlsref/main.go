@@ -12,8 +12,9 @@ import (
 	"syscall"
 )
 
-const usage = `Usage: rlsref record [flags]   record the goldens from envoyproxy/ratelimit + Redis
-       rlsref live [flags]     the same cases against the reference and a live Sluice, side by side
+const usage = `Usage: rlsref record [flags]    record the goldens from envoyproxy/ratelimit + Redis
+       rlsref live [flags]      the same cases against the reference and a live Sluice, side by side
+       rlsref validate [flags]  record which configs the reference's config checker accepts
 
 Run from the repository's root (make rls-record, make rls-conformance).`
 
@@ -67,6 +68,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return live(ctx, liveOptions{cases: *cases, only: splitList(*only), ratelimit: bin, sluice: sbin, nodes: *nodes}, stdout, stderr)
+	case "validate":
+		fs.Lookup("cases").DefValue = "rls/testdata/reference-validation"
+		_ = fs.Set("cases", "rls/testdata/reference-validation")
+		checker := fs.String("config-check", "bin/ratelimit-config-check", "the reference's config checker (make rlsref)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		bin, err := binary(*checker, "make rlsref")
+		if err != nil {
+			return err
+		}
+		return validate(ctx, *cases, bin, splitList(*only), stderr)
 	default:
 		fmt.Fprintln(stderr, usage)
 		return fmt.Errorf("unknown subcommand %q", args[0])
