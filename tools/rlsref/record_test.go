@@ -10,7 +10,9 @@ import (
 // case wants: the one before's, or the next with next_second.
 func TestStepTiming(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
-	at := func(sec int64, ms int) time.Time { return t0.Add(time.Duration(sec)*time.Second + time.Duration(ms)*time.Millisecond) }
+	at := func(sec int64, ms int) time.Time {
+		return t0.Add(time.Duration(sec)*time.Second + time.Duration(ms)*time.Millisecond)
+	}
 	s := t0.Unix()
 	for i, c := range []struct {
 		sent, received time.Time
