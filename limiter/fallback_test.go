@@ -133,3 +133,25 @@ func TestFallbackNotForTheCallersDeadline(t *testing.T) {
 		t.Fatalf("check past the caller's deadline: %+v, want the deadline error from the owner's source", r)
 	}
 }
+
+// A caller that marks its context FallBackBeforeDeadline gets the failure
+// mode's answer before its deadline when the owner is slow.
+func TestFallBackBeforeDeadline(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "n0", "n1")
+	lim := tb(30, time.Hour)
+	key := c.KeysOwnedBy("n1", "n0", "slow", limiter.Request{Limit: lim}, 1)[0]
+	c.Net.Delay("n1", "n0", time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	res, err := c.Node("n1").Check(limiter.FallBackBeforeDeadline(ctx), []limiter.Request{{Key: key, Limit: lim, Cost: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; !r.Allowed || r.Source != limiter.SourceFallback || r.Err != nil {
+		t.Fatalf("check with a slow owner: %+v, want a local-share answer", r)
+	}
+	if late := time.Since(dl); late > 0 {
+		t.Fatalf("answered %v after the caller's deadline", late)
+	}
+}

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/ring"
@@ -27,6 +28,40 @@ func (l *Limiter) forward(ctx context.Context, v *view, hops int, jobs []*job, n
 	for range groups[1:] {
 		<-done
 	}
+}
+
+// Deadline reserve: by default a caller whose deadline passes while its
+// key's owner is slow gets the deadline's error (the owner did not fail,
+// the caller gave up). A caller that would rather have the failure mode's
+// answer in time (the Envoy RLS, whose client treats a late answer as an
+// error) marks its context with FallBackBeforeDeadline: a call to an
+// owner then ends a reserve before the caller's deadline (a tenth of the
+// time left, from 1ms to 10ms), and the failure mode answers if the owner
+// has not.
+const (
+	minReserve = time.Millisecond
+	maxReserve = 10 * time.Millisecond
+)
+
+type fallBackKey struct{}
+
+// FallBackBeforeDeadline marks ctx so that checks made with it whose owner
+// does not answer before ctx's deadline, less a reserve, are answered by
+// their failure mode (SourceFallback) rather than with the deadline's
+// error.
+func FallBackBeforeDeadline(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fallBackKey{}, true)
+}
+
+// peerContext is the context of a call to an owner: ctx, with its deadline
+// moved earlier by the reserve when ctx is marked FallBackBeforeDeadline.
+func peerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok || ctx.Value(fallBackKey{}) == nil {
+		return ctx, func() {}
+	}
+	reserve := min(max(time.Until(dl)/10, minReserve), maxReserve)
+	return context.WithDeadline(ctx, dl.Add(-reserve))
 }
 
 // groupByOwner splits jobs by owner, keeping their order within a group.
@@ -56,7 +91,9 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	for i, j := range jobs {
 		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo}
 	}
-	err := l.peers.Check(ctx, owner, hops, items, answers)
+	pctx, cancel := peerContext(ctx)
+	err := l.peers.Check(pctx, owner, hops, items, answers)
+	cancel()
 	l.metrics.forwarded.Add(float64(len(jobs)))
 	if err == nil {
 		for i, j := range jobs {

@@ -21,7 +21,8 @@ type Config struct {
 	// NodeName identifies the node in results and, later, in the cluster.
 	// Empty means the host name.
 	NodeName string
-	// GRPCAddr is the gRPC listen address (sluice.v1, health, reflection).
+	// GRPCAddr is the gRPC listen address (sluice.v1, the Envoy rate limit
+	// service envoy.service.ratelimit.v3, health, reflection).
 	GRPCAddr string
 	// HTTPAddr is the HTTP listen address (/v1/check, /v1/usage, /healthz,
 	// /readyz, /metrics).
@@ -56,6 +57,18 @@ type Config struct {
 	LeaveLinger time.Duration
 	// PolicyFile is an optional YAML file of named policies; SIGHUP reloads it.
 	PolicyFile string
+	// RLSConfig is the envoyproxy/ratelimit configuration of the Envoy
+	// rate limit service: one YAML file, or a directory of them (each file
+	// one domain; a Kubernetes ConfigMap mount works). It is watched and
+	// reloaded within a second of a change, and on SIGHUP (Reload); an
+	// invalid change keeps the configuration in force. Empty serves the
+	// service with no domains: every domain is unknown, so every
+	// descriptor is answered OK, as the reference answers an unknown
+	// domain. An invalid file at start is an error of New.
+	RLSConfig string
+	// RLSMaxMetricKeys caps the request-derived series of the RLS metrics
+	// (see api.RLSConfig.MaxMetricKeys); 0 means the default.
+	RLSMaxMetricKeys int
 	// Store configures the key store (shards, memory cap).
 	Store store.Config
 	// SweepInterval is how often expired states are dropped from the store.
@@ -124,6 +137,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: SweepInterval: must be > 0", ErrInvalidConfig)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("%w: ShutdownTimeout: must be > 0", ErrInvalidConfig)
+	case c.RLSMaxMetricKeys < 0:
+		return fmt.Errorf("%w: RLSMaxMetricKeys: must be >= 0", ErrInvalidConfig)
 	}
 	return nil
 }

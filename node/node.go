@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/rls"
 	"github.com/sluice-rl/sluice/transport"
 )
 
@@ -33,6 +34,8 @@ type Node struct {
 	peers    *transport.PeerClient
 	pm       *transport.PeerMetrics
 	grpc     *api.GRPC
+	rls      *api.RLS
+	rlsLoad  *rls.Reloader // nil without Config.RLSConfig
 	peerSrv  *transport.Server
 	http     *http.Server
 	grpcLn   net.Listener
@@ -140,6 +143,9 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
+	if err = n.newRLS(reg, tm); err != nil {
+		return nil, err
+	}
 	// The peer service has a registration of its own, on the same server
 	// for now: it is what peer-only authentication will fence.
 	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: cfg.NodeName, Metrics: pm}); err != nil {
@@ -297,21 +303,30 @@ func (n *Node) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// Reload re-reads the policy file. A bad file keeps the policies in force
-// and returns why.
+// Reload re-reads the policy file and the RLS configuration (SIGHUP). A
+// bad file keeps what is in force and returns why.
 func (n *Node) Reload() error {
+	var errs []error
+	if n.rlsLoad != nil {
+		if err := n.rlsLoad.Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("node: reload: %w", err))
+		}
+	}
 	if n.cfg.PolicyFile == "" {
-		return nil
+		return errors.Join(errs...)
 	}
 	set, err := policy.Load(n.cfg.PolicyFile)
 	if err != nil {
 		n.log.Error("policy reload failed; keeping the old policies", "file", n.cfg.PolicyFile, "err", err)
-		return fmt.Errorf("node: reload: %w", err)
+		return errors.Join(append(errs, fmt.Errorf("node: reload: %w", err))...)
 	}
 	n.limiter.SetPolicies(set)
 	n.log.Info("policies reloaded", "file", n.cfg.PolicyFile, "policies", set.Len())
-	return nil
+	return errors.Join(errs...)
 }
+
+// RLS returns the node's Envoy rate limit service.
+func (n *Node) RLS() *api.RLS { return n.rls }
 
 // Run joins the cluster and serves until ctx is done, then shuts down
 // gracefully (see shutdown). It returns nil after a clean shutdown.
@@ -335,6 +350,9 @@ func (n *Node) Run(ctx context.Context) error {
 	g.Go(func() error { return n.cluster.Run(gctx) })
 	g.Go(func() error { n.handoffLoop(gctx); return nil })
 	g.Go(func() error { n.sweepLoop(gctx); return nil })
+	if n.rlsLoad != nil {
+		g.Go(func() error { return n.rlsLoad.Run(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		return n.shutdown()

@@ -52,24 +52,23 @@ func Lookup[E Entry](c *Config, domain string, entries []E) (Match, bool) {
 		return Match{}, false
 	}
 	var (
-		rule        *Rule
-		shared      map[int]string // share_threshold patterns by entry index
-		detailedKey strings.Builder
-		metricKey   strings.Builder // the value_to_metric key
+		rule   *Rule
+		shared map[int]string // share_threshold patterns by entry index
+		// mk is the value_to_metric key, on the stack while it is short:
+		// it usually equals the rule's FullKey and is then not kept.
+		mbuf [192]byte
+		mk   = append(mbuf[:0], domain...)
+		kbuf [128]byte
 	)
-	detailedKey.WriteString(domain)
-	metricKey.WriteString(domain)
 	children := root.children
 	prev := root
 	for i, entry := range entries {
 		key, value := entry.GetKey(), entry.GetValue()
-		finalKey := key + "_" + value
-		detailedKey.WriteByte('.')
-		detailedKey.WriteString(finalKey)
-
-		next := children[finalKey]
+		kv := append(append(append(kbuf[:0], key...), '_'), value...)
+		next := children[string(kv)] // no copy for a map index
 		wildcardKey := ""
-		if next == nil {
+		if next == nil && len(prev.wildcardKeys) > 0 {
+			finalKey := key + "_" + value
 			for _, wk := range prev.wildcardKeys {
 				if strings.HasPrefix(finalKey, strings.TrimSuffix(wk, "*")) {
 					next, wildcardKey = children[wk], wk
@@ -88,8 +87,8 @@ func Lookup[E Entry](c *Config, domain string, entries []E) (Match, bool) {
 			shared[i] = strings.TrimPrefix(next.wildcardPattern, key+"_")
 		}
 
-		metricKey.WriteByte('.')
-		metricKey.WriteString(key)
+		mk = append(mk, '.')
+		mk = append(mk, key...)
 		if next != nil {
 			var v string
 			switch {
@@ -105,8 +104,8 @@ func Lookup[E Entry](c *Config, domain string, entries []E) (Match, bool) {
 				v = value
 			}
 			if v != "" {
-				metricKey.WriteByte('_')
-				metricKey.WriteString(v)
+				mk = append(mk, '_')
+				mk = append(mk, v...)
 			}
 		}
 
@@ -145,9 +144,17 @@ func Lookup[E Entry](c *Config, domain string, entries []E) (Match, bool) {
 		}
 		m.StatsKey = b.String()
 	case rule.DetailedMetric:
-		m.StatsKey = detailedKey.String()
-	default:
-		m.StatsKey = metricKey.String()
+		var b strings.Builder
+		b.WriteString(domain)
+		for _, e := range entries {
+			b.WriteByte('.')
+			b.WriteString(e.GetKey())
+			b.WriteByte('_')
+			b.WriteString(e.GetValue())
+		}
+		m.StatsKey = b.String()
+	case string(mk) != rule.FullKey: // compared without a copy
+		m.StatsKey = string(mk)
 	}
 	return m, true
 }

@@ -31,6 +31,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", cfg.PeerTimeout, "deadline of each call to another node")
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
 	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies (SIGHUP reloads it)")
+	fs.StringVar(&cfg.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration of the Envoy rate limit service (envoy.service.ratelimit.v3, on the gRPC port): a YAML file or a directory of them, one domain each; watched, and reloaded on SIGHUP (default: no domains, every descriptor OK)")
 	fs.Int64Var(&cfg.Store.MaxBytes, "store-max-bytes", cfg.Store.MaxBytes, "memory cap of stored limit state in bytes; new keys beyond it are refused (0: no cap)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long to drain in-flight calls on SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
@@ -76,7 +77,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_ = n.Reload() // a bad file is logged and the old policies kept
+				_ = n.Reload() // a bad file is logged and what is in force kept
 			}
 		}
 	}()

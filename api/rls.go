@@ -1,0 +1,393 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/internal/wire"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/rls"
+)
+
+// The Envoy rate limit service, envoy.service.ratelimit.v3.RateLimitService
+// (ShouldRateLimit), answering as envoyproxy/ratelimit answers with its
+// configuration files (package rls owns them):
+//
+//   - each descriptor is matched to its rule (rls.Lookup), or takes the
+//     descriptor's own limit override when its domain is known;
+//   - descriptors with a rule become checks of a fixed_window_hits limit
+//     (requests_per_unit per unit, the window aligned to the Unix epoch)
+//     keyed by the reference's cache key without its time suffix, all of a
+//     request in one limiter.Check, so that they are batched per owner
+//     node and each counter is exact across the cluster;
+//   - hits: the descriptor's hits_addend if set (0 counts nothing, reads),
+//     else the request's, 0 meaning 1; every hit counts, over the limit too;
+//   - a status per descriptor: OK or OVER_LIMIT with the rule as
+//     current_limit, limit_remaining and duration_until_reset (whole
+//     seconds to the end of the window); OK with no limit for a descriptor
+//     without a rule, replaced by another's replaces, or of an unknown
+//     domain; OK with limit_remaining 2^32-1 for an unlimited rule;
+//     shadow_mode answers OK (and counts in the shadow_mode metric);
+//     quota_mode answers OK with its remaining and no reset;
+//   - overall_code is OVER_LIMIT when any descriptor is.
+//
+// An empty domain or an empty descriptor list is an error with the
+// reference's message (gRPC InvalidArgument, with a BadRequest detail).
+
+// DefaultNearLimitRatio is the reference's NEAR_LIMIT_RATIO: the share of
+// a limit above which hits count as near_limit.
+const DefaultNearLimitRatio = 0.8
+
+// RLSServiceName is the gRPC service name, for health checks.
+var RLSServiceName = rlsv3.RateLimitService_ServiceDesc.ServiceName
+
+// RLSConfig configures the Envoy rate limit service.
+type RLSConfig struct {
+	// Checker decides the checks (the node's limiter). Required.
+	Checker Checker
+	// Clock gives duration_until_reset; nil means time.Now. It must be the
+	// limiter's clock, which places the windows.
+	Clock func() time.Time
+	// Registerer receives the service's metrics; nil keeps them
+	// unregistered.
+	Registerer prometheus.Registerer
+	// Metrics records call latency (transport "grpc", method
+	// "ShouldRateLimit"); nil records nothing.
+	Metrics *Metrics
+	// MaxMetricKeys caps the metric series whose key comes from requests
+	// (detailed_metric, value_to_metric, limit overrides, unknown
+	// domains); past it they are counted under the rule's own key. 0 means
+	// DefaultMaxMetricKeys.
+	MaxMetricKeys int
+	// NearLimitRatio is the share of a limit above which hits count as
+	// near_limit; 0 means DefaultNearLimitRatio. In (0, 1].
+	NearLimitRatio float32
+	// Logger receives configuration events; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// RLS serves envoy.service.ratelimit.v3.RateLimitService.
+type RLS struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	scratch sync.Pool // of *rlsScratch
+	checker Checker
+	clock   func() time.Time
+	config  atomic.Pointer[rls.Config]
+	metrics *rlsMetrics
+	obs     prometheus.Observer
+	near    float32
+	log     *slog.Logger
+}
+
+// NewRLS builds the service with an empty configuration (every domain
+// unknown) until SetConfig.
+func NewRLS(cfg RLSConfig) (*RLS, error) {
+	switch {
+	case cfg.Checker == nil:
+		return nil, fmt.Errorf("%w: RLSConfig.Checker: is required", ErrInvalidConfig)
+	case cfg.MaxMetricKeys < 0:
+		return nil, fmt.Errorf("%w: RLSConfig.MaxMetricKeys: must be >= 0, got %d", ErrInvalidConfig, cfg.MaxMetricKeys)
+	case cfg.NearLimitRatio < 0 || cfg.NearLimitRatio > 1:
+		return nil, fmt.Errorf("%w: RLSConfig.NearLimitRatio: must be in (0, 1], got %v", ErrInvalidConfig, cfg.NearLimitRatio)
+	}
+	s := &RLS{checker: cfg.Checker, clock: cfg.Clock, near: cfg.NearLimitRatio, log: cfg.Logger}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.near == 0 {
+		s.near = DefaultNearLimitRatio
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	m := cfg.Metrics
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(nil); err != nil {
+			return nil, err
+		}
+	}
+	s.obs = m.observer("grpc", "ShouldRateLimit")
+	var err error
+	if s.metrics, err = newRLSMetrics(cfg.Registerer, cfg.MaxMetricKeys); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s.config.Store(rls.Empty())
+	return s, nil
+}
+
+// Register registers the service on srv and marks it SERVING on hs (if
+// not nil).
+func (s *RLS) Register(srv *grpc.Server, hs *health.Server) {
+	rlsv3.RegisterRateLimitServiceServer(srv, s)
+	if hs != nil {
+		hs.SetServingStatus(RLSServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// SetConfig swaps in a new configuration (counted as a load success);
+// calls in flight finish with the old one. Counters are the limiter's,
+// keyed by descriptor, so they carry over.
+func (s *RLS) SetConfig(c *rls.Config) {
+	s.config.Store(c)
+	s.metrics.loadSuccess.Inc()
+}
+
+// ConfigRejected counts a configuration load that failed.
+func (s *RLS) ConfigRejected(error) { s.metrics.loadError.Inc() }
+
+// Config returns the configuration in force.
+func (s *RLS) Config() *rls.Config { return s.config.Load() }
+
+// descriptorCheck is one descriptor being answered.
+type descriptorCheck struct {
+	rule      *rls.Rule
+	statsKey  string
+	baseKey   string // the metric key when statsKey is over the cap
+	key       string // the limiter key
+	hits      int64
+	unlimited bool
+	req       int // index in the checks, -1 for none
+}
+
+// rlsScratch is a call's scratch, pooled: the limiter keeps neither its
+// requests nor its results after Check returns.
+type rlsScratch struct {
+	dcs  []descriptorCheck
+	reqs []limiter.Request
+	res  []limiter.Result
+}
+
+// ShouldRateLimit answers one request from Envoy.
+func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	start := time.Now()
+	defer func() { s.obs.Observe(time.Since(start).Seconds()) }()
+	domain, descs := req.GetDomain(), req.GetDescriptors()
+	switch {
+	case domain == "":
+		s.metrics.serviceError.Inc()
+		return nil, wire.InvalidArgument("domain", "rate limit domain must not be empty")
+	case len(descs) == 0:
+		s.metrics.serviceError.Inc()
+		return nil, wire.InvalidArgument("descriptors", "rate limit descriptor list must not be empty")
+	}
+	cfg := s.config.Load()
+	sc, _ := s.scratch.Get().(*rlsScratch)
+	if sc == nil {
+		sc = new(rlsScratch)
+	}
+	defer func() {
+		clear(sc.dcs) // pin no keys or rules in the pool
+		clear(sc.reqs[:cap(sc.reqs)])
+		clear(sc.res[:cap(sc.res)])
+		s.scratch.Put(sc)
+	}()
+	if cap(sc.dcs) < len(descs) {
+		sc.dcs = make([]descriptorCheck, len(descs))
+	}
+	dcs := sc.dcs[:len(descs)]
+	sc.dcs = dcs
+	if err := s.match(cfg, req, dcs); err != nil {
+		s.metrics.serviceError.Inc()
+		return nil, err
+	}
+	reqs := sc.reqs[:0]
+	for i := range dcs {
+		dc := &dcs[i]
+		if dc.rule == nil {
+			continue
+		}
+		dc.req = len(reqs)
+		reqs = append(reqs, limiter.Request{
+			Key:     dc.key,
+			Limit:   bucket.Limit{Algorithm: bucket.FixedWindowHits, Limit: int64(dc.rule.RequestsPerUnit), Period: dc.rule.Unit.Period()},
+			Cost:    dc.hits,
+			Trusted: true,
+		})
+	}
+	sc.reqs = reqs
+	results, err := s.check(ctx, reqs, sc.res[:0])
+	sc.res = results[:0]
+	if err != nil {
+		s.metrics.storeError.Inc()
+		return nil, err
+	}
+	return s.respond(domain, dcs, results, s.clock()), nil
+}
+
+// check decides reqs in one limiter call (several when there are more
+// than limiter.MaxItems). An item the limiter could not evaluate fails
+// the request, as a Redis error fails the reference's.
+func (s *RLS) check(ctx context.Context, reqs []limiter.Request, out []limiter.Result) ([]limiter.Result, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if cap(out) < len(reqs) {
+		out = make([]limiter.Result, 0, len(reqs))
+	}
+	for len(reqs) > 0 {
+		n := min(len(reqs), limiter.MaxItems)
+		res, err := s.checker.Check(limiter.FallBackBeforeDeadline(ctx), reqs[:n], out[len(out):])
+		if err != nil {
+			return nil, grpcError("", err)
+		}
+		out = append(out, res...)
+		reqs = reqs[n:]
+	}
+	for i := range out {
+		if err := out[i].Err; err != nil {
+			return nil, grpcError("", err)
+		}
+	}
+	return out, nil
+}
+
+// match finds each descriptor's rule and hits, applying unlimited and
+// replaces as the reference's constructLimitsToCheck does.
+func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descriptorCheck) error {
+	domain := req.GetDomain()
+	var replaced map[string]bool
+	for i, d := range req.GetDescriptors() {
+		dc := &dcs[i]
+		*dc = descriptorCheck{req: -1}
+		if !cfg.HasDomain(domain) {
+			s.metrics.domainNotFound(domain)
+			continue
+		}
+		entries := d.GetEntries()
+		if o := d.GetLimit(); o != nil {
+			unit := rls.Unit(o.GetUnit())
+			if unit.Divider() == 0 {
+				return wire.InvalidArgument(fmt.Sprintf("descriptors[%d].limit.unit", i), fmt.Sprintf("unknown unit %d", o.GetUnit()))
+			}
+			key := rls.OverrideKey(domain, entries)
+			dc.rule = &rls.Rule{FullKey: key, RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit}
+			dc.statsKey, dc.baseKey = key, overrideBaseKey(domain, entries)
+			dc.key = limitKey(rls.CounterKey(domain, entries, nil))
+		} else {
+			m, _ := rls.Lookup(cfg, domain, entries)
+			dc.rule, dc.statsKey = m.Rule, m.StatsKey
+			if m.Rule != nil {
+				dc.baseKey = m.Rule.FullKey
+				dc.key = limitKey(rls.CounterKey(domain, entries, m.Shared))
+			}
+		}
+		if dc.rule == nil {
+			continue
+		}
+		for _, name := range dc.rule.Replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+		if dc.rule.Unlimited {
+			dc.rule, dc.unlimited = nil, true
+			continue
+		}
+		hits, err := hitsOf(req, d, i)
+		if err != nil {
+			return err
+		}
+		dc.hits = hits
+	}
+	for i := range dcs {
+		if r := dcs[i].rule; r != nil && r.Name != "" && replaced != nil && replaced[r.Name] {
+			dcs[i].rule = nil
+		}
+	}
+	return nil
+}
+
+// hitsOf is a descriptor's hits: its own hits_addend when set (0 too),
+// else the request's, 0 meaning 1.
+func hitsOf(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor, i int) (int64, error) {
+	if h := d.GetHitsAddend(); h != nil {
+		if h.GetValue() > math.MaxInt64 {
+			return 0, wire.InvalidArgument(fmt.Sprintf("descriptors[%d].hits_addend", i), fmt.Sprintf("%d exceeds %d", h.GetValue(), int64(math.MaxInt64)))
+		}
+		return int64(h.GetValue()), nil
+	}
+	return int64(max(1, req.GetHitsAddend())), nil
+}
+
+// limitKey is the limiter key of a descriptor's counter key (the
+// reference's cache key without its time suffix): the key itself, or,
+// past limiter.MaxKeyBytes, its head and a SHA-256 of the whole, so that
+// long keys stay distinct rather than rejected.
+func limitKey(k string) string {
+	if len(k) <= limiter.MaxKeyBytes {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	const tail = 1 + 2*sha256.Size
+	return k[:limiter.MaxKeyBytes-tail] + "#" + hex.EncodeToString(sum[:])
+}
+
+// overrideBaseKey is the bounded metric key of a limit override: its keys
+// without their values.
+func overrideBaseKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entry) string {
+	keys := make([]rls.KV, len(entries))
+	for i, e := range entries {
+		keys[i].Key = e.GetKey()
+	}
+	return rls.OverrideKey(domain, keys)
+}
+
+// respond builds the response from the checks' results.
+func (s *RLS) respond(domain string, dcs []descriptorCheck, results []limiter.Result, now time.Time) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))}
+	// One allocation each for the statuses, their limits and durations.
+	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))
+	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(results))
+	durs := make([]durationpb.Duration, len(results))
+	for i := range dcs {
+		dc, st := &dcs[i], &statuses[i]
+		resp.Statuses[i] = st
+		st.Code = rlsv3.RateLimitResponse_OK
+		switch {
+		case dc.unlimited:
+			st.LimitRemaining = math.MaxUint32
+			continue
+		case dc.rule == nil:
+			continue
+		}
+		r := &results[dc.req]
+		rule := dc.rule
+		cl, dur := &limits[dc.req], &durs[dc.req]
+		cl.RequestsPerUnit, cl.Unit, cl.Name = rule.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(rule.Unit), rule.Name
+		dur.Seconds = rule.Unit.ResetAfter(now)
+		st.CurrentLimit, st.DurationUntilReset = cl, dur
+		st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
+		over := !r.Allowed
+		s.metrics.observe(domain, dc, r, s.near)
+		switch {
+		case !over:
+		case rule.ShadowMode:
+			st.LimitRemaining = 0
+		case rule.QuotaMode:
+			st.LimitRemaining, st.DurationUntilReset = 0, nil
+		default:
+			st.Code, st.LimitRemaining = rlsv3.RateLimitResponse_OVER_LIMIT, 0
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	return resp
+}

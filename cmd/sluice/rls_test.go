@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// `sluice serve` with SLUICE_RLS_CONFIG serves the Envoy RLS on its gRPC
+// port; SIGHUP reloads the file; an invalid file at start exits naming
+// the file, the line and the field.
+func TestServeRLSConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "web.yaml")
+	write := func(rpu string) {
+		data := "domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: " + rpu + "}\n"
+		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("1")
+	t.Setenv("SLUICE_RLS_CONFIG", file)
+	s := startServer(t)
+	conn, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := rlsv3.NewRateLimitServiceClient(conn)
+	call := func() *rlsv3.RateLimitResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
+			{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "ann"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := call(); r.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("first call: %v", r)
+	}
+	if r := call(); r.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("second call: %v, want over the limit of 1", r)
+	}
+	write("50")
+	_ = s.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "the new limit in force", func() bool { return call().GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() == 50 })
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := sluice(t, "serve", "--rls-config", bad, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(out, bad+":4: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'") {
+		t.Fatalf("invalid config at start: exit %d, output %s", code, out)
+	}
+}
