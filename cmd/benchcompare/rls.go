@@ -112,6 +112,8 @@ func (r *runner) newRLSTarget(ctx context.Context, sys string) (bench.Target, er
 		for _, n := range r.sluice {
 			cfg.Addrs = append(cfg.Addrs, n.grpc)
 		}
+	case "echo":
+		cfg.Addrs = []string{r.echoAddr}
 	case "ratelimit":
 		rdb := redis.NewClient(&redis.Options{Addr: r.redisAddr, DisableIdentity: true})
 		err := rdb.FlushAll(ctx).Err()

@@ -31,6 +31,9 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 			}
 			w("- **%s**: three `bin/sluice serve --rls-config` processes in one gossip cluster, %s; the\n", systemName(sys), procs)
 			w("  calls go to the nodes in turn, and a node forwards each descriptor to its owner (no Redis).\n")
+		case "echo":
+			w("- **%s**: a bare gRPC server that answers every descriptor OK, with a current limit, without\n", systemName(sys))
+			w("  deciding or counting anything: the floor of one ShouldRateLimit call on this machine.\n")
 		case "ratelimit":
 			w("- **%s**: `bin/ratelimit` (%s, built from the Go module proxy by\n", systemName(sys), orDash(rep.Machine.Ratelimit))
 			w("  `make rlsref`; Go's default GOMAXPROCS) on one `redis-server` (no persistence), configured by\n")

@@ -24,7 +24,7 @@ func TestOnlyRLSAndWhoRuns(t *testing.T) {
 		for _, sys := range allSystems {
 			want := sys != "ratelimit"
 			if sc.RLS {
-				want = sys == "sluice" || sys == "ratelimit"
+				want = sys == "sluice" || sys == "ratelimit" || sys == "echo"
 			}
 			if sc.runs(sys) != want {
 				t.Errorf("(%s) runs %s = %v", sc.ID, sys, !want)
@@ -59,7 +59,7 @@ func TestRLSTargetsAndSection(t *testing.T) {
 		t.Errorf("g 2.9× with an equal p99: %v", targetsOf(ts, true))
 	}
 	rlsRep := rep.only(isRLS)
-	if strings.Join(rlsRep.Systems, ",") != "sluice,ratelimit" {
+	if strings.Join(rlsRep.Systems, ",") != "sluice,echo,ratelimit" {
 		t.Errorf("RLS systems %v", rlsRep.Systems)
 	}
 	md := renderRLSSection(rlsRep, targetsOf(ts, true), "rls.svg")

@@ -35,11 +35,11 @@ type scenario struct {
 }
 
 // runs reports whether sys takes part in the scenario: the RLS scenarios
-// compare Sluice with envoyproxy/ratelimit, the others Sluice with Redis +
-// Lua and the echo.
+// compare Sluice with envoyproxy/ratelimit (and the echo's RLS), the
+// others Sluice with Redis + Lua and the echo.
 func (sc scenario) runs(sys string) bool {
 	if sc.RLS {
-		return sys == "sluice" || sys == "ratelimit"
+		return sys == "sluice" || sys == "ratelimit" || sys == "echo"
 	}
 	return sys != "ratelimit"
 }
