@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test bench bench-compare proto proto-check lint tools clean image e2e
+.PHONY: all build run test bench bench-compare proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
 
 all: build
 
@@ -37,13 +37,39 @@ bench:
 	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 100000x ./node/
 	$(GO) test -run '^$$' -bench 'OwnerLoss' -benchtime 1x ./node/
 
-## bench-compare: Sluice (3 nodes) vs Redis + Lua vs a bare gRPC echo on loopback, in one run;
-## rewrites its section of docs/benchmarks.md (installs redis-server if missing).
+## bench-compare: Sluice (3 nodes) vs Redis + Lua vs a bare gRPC echo on loopback, and Sluice's Envoy
+## RLS vs envoyproxy/ratelimit + Redis (scenarios f, g: --only rls), in one run; rewrites their
+## sections of docs/benchmarks.md (installs redis-server if missing; builds the reference: rlsref).
 ## BENCH_FLAGS passes flags, e.g. make bench-compare BENCH_FLAGS='--quick --keys-e 200000'
 BENCH_FLAGS    ?=
-bench-compare: build
+bench-compare: build rlsref
 	$(GO) build -o $(BIN)/benchcompare ./cmd/benchcompare
-	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice $(BENCH_FLAGS)
+	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice --ratelimit ./$(BIN)/ratelimit $(BENCH_FLAGS)
+
+## rlsref: envoyproxy/ratelimit, the reference of the Envoy RLS conformance suite and bench, in
+## bin/ratelimit, and its recorder bin/rlsref; both from the nested module tools/rlsref (its go.mod
+## pins the reference), so the main go.mod stays clean. Not part of CI: the goldens are committed.
+RLSREF         := tools/rlsref
+rlsref:
+	cd $(RLSREF) && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
+	cd $(RLSREF) && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit-config-check github.com/envoyproxy/ratelimit/src/config_check_cmd
+	cd $(RLSREF) && $(GO) vet . && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/rlsref .
+
+## rls-record: re-record node/testdata/rls-conformance/*/golden.json from the reference + Redis
+## (installs redis-server if missing). RLS_FLAGS passes flags, e.g. RLS_FLAGS='--only wildcard'
+RLS_FLAGS      ?=
+rls-record: rlsref
+	./$(BIN)/rlsref record $(RLS_FLAGS)
+
+## rls-validate: re-record rls/testdata/reference-validation/*/verdict.json: which configs the
+## reference's own config checker accepts
+rls-validate: rlsref
+	./$(BIN)/rlsref validate $(RLS_FLAGS)
+
+## rls-conformance: every conformance case against the reference and a live 3-node Sluice at the
+## same moments; fails on any answer that differs
+rls-conformance: build rlsref
+	./$(BIN)/rlsref live --sluice ./$(BIN)/sluice $(RLS_FLAGS)
 
 ## image: the FROM scratch container image sluice:dev around the static binary
 image: build

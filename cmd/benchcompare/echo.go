@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -36,6 +37,23 @@ func (echoServer) Check(_ context.Context, req *sluicev1.CheckRequest) (*sluicev
 	return resp, nil
 }
 
+// rlsEchoServer answers ShouldRateLimit OK for every descriptor, with a
+// current limit, without deciding or counting anything: the floor of one
+// Envoy RLS call.
+type rlsEchoServer struct {
+	rlspb.UnimplementedRateLimitServiceServer
+}
+
+func (rlsEchoServer) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	for i := range req.Descriptors {
+		resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK,
+			CurrentLimit:   &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: limitN, Unit: rlspb.RateLimitResponse_RateLimit_SECOND},
+			LimitRemaining: limitN - 1, DurationUntilReset: durationpb.New(time.Second)}
+	}
+	return resp, nil
+}
+
 // runEchoServer is the `echo-server` subcommand: it serves until SIGTERM or
 // SIGINT.
 func runEchoServer(args []string) error {
@@ -50,6 +68,7 @@ func runEchoServer(args []string) error {
 	}
 	s := grpc.NewServer(wire.ServerOption())
 	sluicev1.RegisterRateLimiterServer(s, echoServer{})
+	rlspb.RegisterRateLimitServiceServer(s, rlsEchoServer{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

@@ -28,7 +28,7 @@ func (r *runner) progress() io.Writer {
 func (r *runner) runLoad(ctx context.Context, sc scenario, sys string) Result {
 	res := Result{Scenario: sc.ID, System: sys, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate,
 		DurationSec: r.o.duration.Seconds()}
-	if sys == "sluice" {
+	if sys == "sluice" && !sc.RLS {
 		res.Grants = r.o.grantsIn(sc.ID)
 	}
 	procs, err := r.servers(sys)
@@ -47,6 +47,9 @@ func (r *runner) runLoad(ctx context.Context, sc scenario, sys string) Result {
 		Limit: limitN, Period: limitPeriod, Burst: limitBurst,
 		Duration: r.o.duration, Rate: sc.Rate, Batch: 1,
 		Progress: r.progress(), Timeout: callTimeout,
+	}
+	if sc.RLS {
+		cfg.Burst = bench.RLSAuditBurst(limitN) // fixed windows: see rls.go
 	}
 	srv0, err0 := serversCPU(procs)
 	self0 := selfCPU()

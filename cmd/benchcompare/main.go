@@ -45,7 +45,10 @@ type options struct {
 	only      map[string]bool
 	systems   []string // in the order given
 	sluiceBin string
-	grants    string // the scenarios in which Sluice's client holds grants, e.g. "c"
+	// ratelimitBin is envoyproxy/ratelimit (make rlsref), for f and g.
+	ratelimitBin string
+	rlsSVG       string
+	grants       string // the scenarios in which Sluice's client holds grants, e.g. "c"
 	// nodeProcs is each Sluice node's GOMAXPROCS (0: Go's default).
 	nodeProcs int
 	flagsText string // the flags given, for the report's command line
@@ -70,7 +73,7 @@ func (o *options) nodeEnv() []string {
 }
 
 // allSystems are the systems, in report order.
-var allSystems = []string{"sluice", "redis", "echo"}
+var allSystems = []string{"sluice", "redis", "echo", "ratelimit"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -83,9 +86,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonOut, "json", "bin/bench-compare.json", "all results as JSON")
 	fs.StringVar(&o.headline, "headline", "bin/bench-compare-headline.md", "the compact headline table, for the README")
 	fs.Int64Var(&o.keysE, "keys-e", 10_000_000, "distinct keys filled into one node in scenario e")
-	only := fs.String("only", "a,b,c,d,e", "scenarios to run, comma-separated")
-	systems := fs.String("systems", "sluice,redis,echo", "systems to run, comma-separated")
+	only := fs.String("only", "a,b,c,d,e,f,g", "scenarios to run, comma-separated; rls is f,g (Envoy RLS)")
+	systems := fs.String("systems", "sluice,redis,echo,ratelimit", "systems to run, comma-separated (ratelimit: envoyproxy/ratelimit + Redis, in f and g)")
 	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
+	fs.StringVar(&o.ratelimitBin, "ratelimit", "bin/ratelimit", "envoyproxy/ratelimit's binary, for f and g (make rlsref)")
+	fs.StringVar(&o.rlsSVG, "rls-svg", "docs/bench-compare-rls-latency.svg", "the RLS scenarios' latency plot (empty: none)")
 	fs.StringVar(&o.grants, "grants", "c", "scenarios in which Sluice's Go client holds local token grants (for hot keys), comma-separated; \"\" for none")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", 1, "GOMAXPROCS of each Sluice node: three nodes share the machine's cores (0: Go's default, all cores)")
 	if err := fs.Parse(args); err != nil {
@@ -99,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Visit(func(f *flag.Flag) {
 		set[f.Name] = true
 		switch {
-		case f.Name == "sluice":
+		case f.Name == "sluice" || f.Name == "ratelimit":
 		case f.Value.String() == "true":
 			given = append(given, "--"+f.Name)
 		case f.Value.String() == "false":
@@ -115,6 +120,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if abs, err := filepath.Abs(o.sluiceBin); err == nil {
 		o.sluiceBin = abs
 	}
+	if abs, err := filepath.Abs(o.ratelimitBin); err == nil {
+		o.ratelimitBin = abs
+	}
 	if o.duration <= 0 {
 		return nil, fmt.Errorf("--duration: must be > 0")
 	}
@@ -127,8 +135,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if s == "" {
 			continue
 		}
-		if !strings.Contains("abcde", s) || len(s) != 1 {
-			return nil, fmt.Errorf("--only: %q is not one of a, b, c, d, e", s)
+		if s == "rls" {
+			o.only["f"], o.only["g"] = true, true
+			continue
+		}
+		if !strings.Contains(scenarioIDs, s) || len(s) != 1 {
+			return nil, fmt.Errorf("--only: %q is not one of a, b, c, d, e, f, g, rls", s)
 		}
 		o.only[s] = true
 	}
@@ -141,7 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			continue
 		}
 		if !contains(allSystems, s) {
-			return nil, fmt.Errorf("--systems: %q is not one of sluice, redis, echo", s)
+			return nil, fmt.Errorf("--systems: %q is not one of sluice, redis, echo, ratelimit", s)
 		}
 		if !contains(o.systems, s) {
 			o.systems = append(o.systems, s)

@@ -12,15 +12,7 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 	w("## Sluice vs Redis + Lua vs gRPC echo (`make bench-compare`)\n\n")
 	w("Written by `make bench-compare` on %s; the command rewrites everything between the\n", rep.Date.Format("2006-01-02 15:04 MST"))
 	w("`bench-compare` markers, so edit `cmd/benchcompare` rather than this text.\n\n")
-	mc := rep.Machine
-	w("| machine | |\n|---|---|\n")
-	w("| CPUs | %d × %s |\n", mc.NProc, orDash(mc.CPU))
-	w("| memory | %s |\n", fmtBytes(mc.MemBytes))
-	w("| Go | %s %s |\n", mc.GoVersion, mc.OSArch)
-	w("| load average at the start | %s |\n", orDash(mc.LoadAvg))
-	w("| Redis | %s |\n", orDash(mc.Redis))
-	w("| commit | `%s` |\n\n", orDash(mc.Git))
-	w("```\n%s\n```\n\n", commandLine(rep))
+	writeMachine(&b, rep)
 	w("Every key's limit is %s. Each run of (a)–(d) lasts %s.\n", rep.Limit, fmtSeconds(rep.DurationSec))
 	w("All three systems run on loopback on this machine and are loaded one at a time (the others\n")
 	w("idle), by the same load generator (`internal/bench`) in the command's own process, scenario by\n")
@@ -54,59 +46,7 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 	w("server processes plus the load generator's, during the run, per million checks.\n\n")
 
 	for _, sc := range rep.Scenarios {
-		w("### (%s) %s\n\n", sc.ID, sc.Title)
-		open := sc.Rate > 0
-		if open {
-			w("| system | offered/s | checks/s | p50 | p99 | p99.9 | max | allowed / denied / errors | accuracy | CPU s per 1M checks |\n")
-			w("|---|---|---|---|---|---|---|---|---|---|\n")
-		} else {
-			w("| system | checks/s | p50 | p99 | p99.9 | max | allowed / denied / errors | accuracy | CPU s per 1M checks |\n")
-			w("|---|---|---|---|---|---|---|---|---|\n")
-		}
-		for _, sys := range rep.Systems {
-			r := rep.result(sc.ID, sys)
-			name := systemName(sys)
-			if sys == "sluice" && r != nil {
-				if r.Grants {
-					name += ", grants on"
-				} else {
-					name += ", grants off"
-				}
-			}
-			if !r.ok() {
-				why := "not run"
-				if r != nil {
-					why = "error: " + mdEscape(r.Error)
-				}
-				cells := 8
-				if open {
-					cells = 9
-				}
-				w("| %s | %s |%s\n", name, why, strings.Repeat(" |", cells-1))
-				continue
-			}
-			s := r.Summary
-			w("| %s |", name)
-			if open {
-				w(" %s |", fmtRate(s.Offered))
-			}
-			acc := accuracy(s.Audit)
-			if sys == "echo" {
-				acc = "n/a (decides nothing)"
-			}
-			w(" %s | %s | %s | %s | %s | %s / %s / %s | %s | %.2f |\n", fmtRate(s.ChecksPerSec),
-				fmtMs(s.Latency.P50), fmtMs(s.Latency.P99), fmtMs(s.Latency.P999), fmtMs(s.Latency.Max),
-				fmtInt(s.Allowed), fmtInt(s.Denied), fmtInt(s.Errors), acc, r.CPUPerMillion)
-		}
-		for _, sys := range rep.Systems {
-			if r := rep.result(sc.ID, sys); r.ok() && r.Error != "" {
-				w("\n%s: %s\n", systemName(sys), mdEscape(r.Error))
-			}
-			if r := rep.result(sc.ID, sys); r.ok() && r.Summary.FirstError != "" {
-				w("\n%s, first error: `%s`\n", systemName(sys), strings.ReplaceAll(r.Summary.FirstError, "`", "'"))
-			}
-		}
-		w("\n")
+		writeScenarioTable(&b, rep, sc)
 	}
 	if len(rep.Memory) > 0 {
 		w("### (e) one node holding %s distinct keys\n\n", fmtInt(rep.KeysE))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // writeJSON writes the report so far.
@@ -20,7 +21,10 @@ func (r *runner) writeJSON(rep *Report) error {
 	return writeFile(r.o.jsonOut, b)
 }
 
-// writeOutputs writes the markdown section, the headline and the plot.
+// writeOutputs writes the markdown sections, the headline and the plots:
+// the section of a-e (and its plot and headline) when they ran, the RLS
+// section of f and g (and its plot) when they ran, each between its own
+// markers, so that a run of one kind leaves the other's figures alone.
 func (r *runner) writeOutputs(rep *Report) error {
 	targets := evaluateTargets(rep)
 	fmt.Fprintln(r.stdout)
@@ -28,42 +32,79 @@ func (r *runner) writeOutputs(rep *Report) error {
 		fmt.Fprintf(r.stdout, "target (%s) %s: %s: %s\n", t.Scenario, t.Name, t.Status, t.Measured)
 	}
 	var errs []error
-	svgLink := ""
-	if r.o.svg != "" && len(rep.Results) > 0 {
-		if err := writeLatencySVG(r.o.svg, rep); err != nil {
-			errs = append(errs, fmt.Errorf("svg: %w", err))
-		} else {
-			svgLink = r.o.svg
-			if r.o.out != "" {
-				if rel, err := filepath.Rel(filepath.Dir(r.o.out), r.o.svg); err == nil {
-					svgLink = filepath.ToSlash(rel)
-				}
+	rls, other := rep.rlsScenarios()
+	if other || len(rep.Memory) > 0 {
+		main := rep.only(isNotRLS)
+		errs = append(errs, r.writeSection(main, targetsOf(targets, false), r.o.svg, markerBegin, markerEnd, renderSection))
+		if r.o.headline != "" {
+			if err := writeFile(r.o.headline, []byte(renderHeadline(main))); err != nil {
+				errs = append(errs, err)
+			} else {
+				r.logf("wrote %s", r.o.headline)
 			}
-			r.logf("wrote %s", r.o.svg)
 		}
 	}
-	if r.o.headline != "" {
-		if err := writeFile(r.o.headline, []byte(renderHeadline(rep))); err != nil {
-			errs = append(errs, err)
-		} else {
-			r.logf("wrote %s", r.o.headline)
-		}
-	}
-	if r.o.out != "" {
-		section := renderSection(rep, targets, svgLink)
-		doc, err := os.ReadFile(r.o.out)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		} else if err := writeFile(r.o.out, []byte(replaceSection(string(doc), section))); err != nil {
-			errs = append(errs, err)
-		} else {
-			r.logf("wrote the bench-compare section of %s", r.o.out)
-		}
+	if rls {
+		errs = append(errs, r.writeSection(rep.only(isRLS), targetsOf(targets, true), r.o.rlsSVG, rlsMarkerBegin, rlsMarkerEnd, renderRLSSection))
 	}
 	if r.o.jsonOut != "" {
 		r.logf("wrote %s", r.o.jsonOut)
 	}
 	return errors.Join(errs...)
+}
+
+// writeSection draws rep's plot to svg (if not "") and splices the section
+// render makes of rep between the markers of --out (if not "").
+func (r *runner) writeSection(rep *Report, targets []Target, svg, begin, end string,
+	render func(*Report, []Target, string) string) error {
+	var errs []error
+	svgLink := ""
+	if svg != "" && len(rep.Results) > 0 && len(rep.Scenarios) > 0 {
+		if err := writeLatencySVG(svg, rep); err != nil {
+			errs = append(errs, fmt.Errorf("svg: %w", err))
+		} else {
+			svgLink = svg
+			if r.o.out != "" {
+				if rel, err := filepath.Rel(filepath.Dir(r.o.out), svg); err == nil {
+					svgLink = filepath.ToSlash(rel)
+				}
+			}
+			r.logf("wrote %s", svg)
+		}
+	}
+	if r.o.out != "" {
+		section := render(rep, targets, svgLink)
+		doc, err := os.ReadFile(r.o.out)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		} else if err := writeFile(r.o.out, []byte(replaceBetween(string(doc), begin, end, section))); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.logf("wrote the %s section of %s", strings.TrimSuffix(strings.TrimPrefix(begin, "<!-- "), ":begin -->"), r.o.out)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// targetsOf keeps the targets of the RLS scenarios (rls) or of the others.
+func targetsOf(ts []Target, rls bool) []Target {
+	var out []Target
+	for _, t := range ts {
+		if isRLSScenario(t.Scenario) == rls {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// isRLSScenario reports whether id is an RLS scenario.
+func isRLSScenario(id string) bool {
+	for _, sc := range scenarios {
+		if sc.ID == id {
+			return sc.RLS
+		}
+	}
+	return false
 }
 
 // writeFile writes b to path through a temp file and a rename, making the

@@ -227,7 +227,7 @@ type sluiceNode struct {
 
 // startSluice starts n nodes; nodes after the first join the first. It
 // waits until every node is ready and sees n members.
-func startSluice(ctx context.Context, cs *children, bin string, n int, prefix string, env []string) ([]*sluiceNode, error) {
+func startSluice(ctx context.Context, cs *children, bin string, n int, prefix string, env []string, extra ...string) ([]*sluiceNode, error) {
 	ports, err := freePorts(3 * n)
 	if err != nil {
 		return nil, err
@@ -241,6 +241,7 @@ func startSluice(ctx context.Context, cs *children, bin string, n int, prefix st
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
 		}
+		args = append(args, extra...)
 		c, err := cs.startEnv(name, env, bin, args...)
 		if err != nil {
 			return nil, err

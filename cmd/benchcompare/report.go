@@ -12,16 +12,18 @@ import (
 
 // Report is everything one run measured; bin/bench-compare.json holds it.
 type Report struct {
-	Date        time.Time      `json:"date"`
-	Machine     Machine        `json:"machine"`
-	Command     string         `json:"command"`
-	Flags       string         `json:"flags,omitempty"`
-	DurationSec float64        `json:"duration_s"`
-	Limit       string         `json:"limit"`
-	Grants      string         `json:"sluice_client_grants_in"`
-	NodeProcs   int            `json:"sluice_node_gomaxprocs"`
-	KeysE       int64          `json:"keys_e"`
-	Systems     []string       `json:"systems"`
+	Date        time.Time `json:"date"`
+	Machine     Machine   `json:"machine"`
+	Command     string    `json:"command"`
+	Flags       string    `json:"flags,omitempty"`
+	DurationSec float64   `json:"duration_s"`
+	Limit       string    `json:"limit"`
+	Grants      string    `json:"sluice_client_grants_in"`
+	NodeProcs   int       `json:"sluice_node_gomaxprocs"`
+	KeysE       int64     `json:"keys_e"`
+	Systems     []string  `json:"systems"`
+	// RLSConfig is the ratelimit config of the RLS scenarios (f, g).
+	RLSConfig   string         `json:"rls_config,omitempty"`
 	Scenarios   []ScenarioInfo `json:"scenarios"`
 	Results     []Result       `json:"results"`
 	Memory      []MemResult    `json:"memory,omitempty"`
@@ -37,6 +39,7 @@ type Machine struct {
 	OSArch    string `json:"os_arch"`
 	LoadAvg   string `json:"loadavg,omitempty"` // 1, 5 and 15 minutes, at the start
 	Redis     string `json:"redis,omitempty"`
+	Ratelimit string `json:"ratelimit,omitempty"` // envoyproxy/ratelimit's module version
 	Git       string `json:"git,omitempty"`
 }
 
@@ -48,6 +51,7 @@ type ScenarioInfo struct {
 	Workers int     `json:"workers"`
 	Keys    int     `json:"keys"`
 	Rate    float64 `json:"rate,omitempty"`
+	RLS     bool    `json:"rls,omitempty"`
 }
 
 // Result is one system's run of one scenario (a-d).
@@ -97,6 +101,8 @@ func systemName(sys string) string {
 		return "Redis + Lua"
 	case "echo":
 		return "gRPC echo"
+	case "ratelimit":
+		return "envoyproxy/ratelimit + Redis"
 	}
 	return sys
 }

@@ -23,6 +23,10 @@ type runner struct {
 	echo      *child
 	echoAddr  string
 	echoErr   error
+	// ref is envoyproxy/ratelimit (with redis as its store), for f and g.
+	ref     *child
+	refAddr string
+	refErr  error
 
 	rep *Report
 }
@@ -53,26 +57,38 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		Systems:     r.o.systems,
 		Limit:       fmt.Sprintf("%d per %s, burst %d (token bucket)", limitN, fmtPeriod(limitPeriod), limitBurst),
 	}
-	if r.want("redis") {
-		r.startRedis(ctx)
-	}
-	r.rep.Machine = machineInfo(r.redisBin)
 	var loadScenarios []scenario
+	rls := false
 	for _, sc := range scenarios {
 		if r.o.only[sc.ID] {
 			loadScenarios = append(loadScenarios, sc)
+			rls = rls || sc.RLS
 		}
+	}
+	if r.want("redis") || (rls && r.want("ratelimit")) {
+		r.startRedis(ctx)
+	}
+	r.rep.Machine = machineInfo(r.redisBin)
+	if rls && r.want("ratelimit") {
+		r.rep.Machine.Ratelimit = referenceVersion(r.o.ratelimitBin)
+		r.rep.RLSConfig = rlsConfigYAML()
 	}
 	if len(loadScenarios) > 0 {
 		if r.want("sluice") {
-			r.startSluiceCluster(ctx)
+			r.startSluiceCluster(ctx, rls)
 		}
 		if r.want("echo") {
 			r.startEcho(ctx)
 		}
+		if rls && r.want("ratelimit") {
+			r.startReference(ctx)
+		}
 		for _, sc := range loadScenarios {
-			r.rep.Scenarios = append(r.rep.Scenarios, ScenarioInfo{ID: sc.ID, Title: sc.Title, Short: sc.Short, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate})
+			r.rep.Scenarios = append(r.rep.Scenarios, ScenarioInfo{ID: sc.ID, Title: sc.Title, Short: sc.Short, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate, RLS: sc.RLS})
 			for _, sys := range r.o.systems {
+				if !sc.runs(sys) {
+					continue
+				}
 				if err := ctx.Err(); err != nil {
 					r.rep.Interrupted = true
 					return r.rep, err
@@ -94,10 +110,13 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 	if r.echo != nil {
 		wg.Go(func() { r.echo.stop(5 * time.Second) })
 	}
+	if r.ref != nil {
+		wg.Go(func() { r.ref.stop(5 * time.Second) })
+	}
 	wg.Wait()
 	if r.o.only["e"] {
 		for _, sys := range r.o.systems {
-			if sys == "echo" {
+			if sys == "echo" || sys == "ratelimit" {
 				continue
 			}
 			if err := ctx.Err(); err != nil {

@@ -29,6 +29,19 @@ type scenario struct {
 	Keys    int
 	Hot     bool
 	Rate    float64 // > 0: open loop at this many checks/s
+	// RLS: the checks are Envoy RLS v3 ShouldRateLimit calls, against
+	// Sluice and envoyproxy/ratelimit + Redis (rls.go).
+	RLS bool
+}
+
+// runs reports whether sys takes part in the scenario: the RLS scenarios
+// compare Sluice with envoyproxy/ratelimit (and the echo's RLS), the
+// others Sluice with Redis + Lua and the echo.
+func (sc scenario) runs(sys string) bool {
+	if sc.RLS {
+		return sys == "sluice" || sys == "ratelimit" || sys == "echo"
+	}
+	return sys != "ratelimit"
 }
 
 var scenarios = []scenario{
@@ -40,4 +53,11 @@ var scenarios = []scenario{
 		Workers: 64, Keys: 1, Hot: true},
 	{ID: "d", Title: "open loop, 100,000 checks/s offered, 1,000 keys, 512 senders", Short: "open loop 100k/s offered",
 		Workers: 512, Keys: 1000, Rate: 100_000},
+	{ID: "f", Title: "Envoy RLS: 1,000 descriptors uniform, 8 callers, closed loop", Short: "RLS, 1,000 descriptors, 8 callers",
+		Workers: 8, Keys: 1000, RLS: true},
+	{ID: "g", Title: "Envoy RLS: 1,000 descriptors uniform, 64 callers, closed loop", Short: "RLS, 1,000 descriptors, 64 callers",
+		Workers: 64, Keys: 1000, RLS: true},
 }
+
+// scenarioIDs are the scenarios --only takes, with "rls" for f and g.
+const scenarioIDs = "abcdefg"

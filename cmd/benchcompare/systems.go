@@ -10,9 +10,21 @@ import (
 	"github.com/sluice-rl/sluice/internal/bench"
 )
 
-func (r *runner) startSluiceCluster(ctx context.Context) {
+// startSluiceCluster starts the 3 nodes; with rls, serving the RLS
+// scenarios' config (rls.go) too.
+func (r *runner) startSluiceCluster(ctx context.Context, rls bool) {
 	r.logf("starting a 3-node Sluice cluster (%s)", r.o.sluiceBin)
-	nodes, err := startSluice(ctx, r.cs, r.o.sluiceBin, 3, "sluice-", r.o.nodeEnv())
+	var extra []string
+	if rls {
+		path, err := r.writeRLSConfig()
+		if err != nil {
+			r.sluiceErr = err
+			r.logf("sluice: %v", err)
+			return
+		}
+		extra = []string{"--rls-config", path}
+	}
+	nodes, err := startSluice(ctx, r.cs, r.o.sluiceBin, 3, "sluice-", r.o.nodeEnv(), extra...)
 	if err != nil {
 		r.sluiceErr = err
 		r.logf("sluice: %v", err)
@@ -96,12 +108,20 @@ func (r *runner) servers(sys string) ([]*child, error) {
 			return nil, r.echoErr
 		}
 		return []*child{r.echo}, nil
+	case "ratelimit":
+		if r.refErr != nil {
+			return nil, r.refErr
+		}
+		return []*child{r.ref, r.redis}, nil
 	}
 	return nil, fmt.Errorf("unknown system %q", sys)
 }
 
 // newTarget builds a fresh Target for one run.
 func (r *runner) newTarget(ctx context.Context, sc scenario, sys string) (bench.Target, error) {
+	if sc.RLS {
+		return r.newRLSTarget(ctx, sys)
+	}
 	switch sys {
 	case "sluice":
 		addrs := make([]string, len(r.sluice))

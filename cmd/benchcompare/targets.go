@@ -133,7 +133,34 @@ func evaluateTargets(rep *Report) []Target {
 		ts = append(ts, Target{sc, n, fmt.Sprintf("%.2f vs %.2f CPU s (%.2f×)", s.CPUPerMillion, r.CPUPerMillion,
 			s.CPUPerMillion/r.CPUPerMillion), judge(s.CPUPerMillion <= r.CPUPerMillion)})
 	}
-	return ts
+	return append(ts, rlsTargets(rep)...)
+}
+
+// rlsTargets judges the RLS target of scenario g: at 64 callers, Sluice
+// answers at least 3× envoyproxy/ratelimit's calls/s with a lower p99.
+func rlsTargets(rep *Report) []Target {
+	if !rep.ran("g") {
+		return nil
+	}
+	const n1, n2 = "calls/s ≥ 3× envoyproxy/ratelimit's", "p99 < envoyproxy/ratelimit's p99"
+	s, r := rep.result("g", "sluice"), rep.result("g", "ratelimit")
+	why := ""
+	switch {
+	case !s.ok():
+		why = "no Sluice result" + errSuffix(s)
+	case !r.ok():
+		why = "no envoyproxy/ratelimit result" + errSuffix(r)
+	}
+	if why != "" {
+		return []Target{{"g", n1, why, statusNA}, {"g", n2, why, statusNA}}
+	}
+	ratio := s.Summary.ChecksPerSec / r.Summary.ChecksPerSec
+	return []Target{
+		{"g", n1, fmt.Sprintf("%s vs %s calls/s (%.2f×)", fmtRate(s.Summary.ChecksPerSec), fmtRate(r.Summary.ChecksPerSec), ratio),
+			judge(ratio >= 3)},
+		{"g", n2, fmt.Sprintf("%s vs %s (%.2f×)", fmtMs(s.Summary.Latency.P99), fmtMs(r.Summary.Latency.P99),
+			durRatio(s.Summary.Latency.P99, r.Summary.Latency.P99)), judge(s.Summary.Latency.P99 < r.Summary.Latency.P99)},
+	}
 }
 
 func errSuffix(r *Result) string {

@@ -17,6 +17,7 @@ import (
 
 const benchUsage = `Usage: sluice bench [--addr A[,B,C]] [--workers N] [--keys N | --hot] [--limit N --period D --burst N]
                     [--duration D] [--rate R] [--batch N] [--json] [--grants]
+       sluice bench --rls [--rls-domain D] [--rls-key K] [--conns N] [--print-rls-config] [same load flags]
 
 Drives checks at Sluice nodes through the Go client and reports checks/s,
 latency percentiles (HDR histogram) and an accuracy audit: each key's admitted
@@ -26,6 +27,14 @@ Without --rate, a closed loop: --workers callers, each waiting for its answer.
 With --rate, an open loop: calls are due at a fixed rate and latency counts
 from the due time, so a slow node shows as latency (coordinated omission
 corrected).
+
+With --rls, each call is an Envoy RLS v3 ShouldRateLimit (what Envoy sends)
+with one descriptor [{K: key}] per key, in domain D, to the --addr nodes in
+turn over --conns connections; a descriptor is admitted when its status is OK.
+The nodes must serve the matching config (sluice serve --rls-config FILE):
+--print-rls-config prints it for --rls-domain, --rls-key, --limit and
+--period, and exits. Its fixed windows admit up to --limit in each window a
+run touches, so the audit's burst is 2 × --limit.
 
 While it runs, a progress line goes to stderr when stderr is a terminal; the
 summary goes to stdout (JSON with --json). Exit 0 after a run (even with
@@ -62,6 +71,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the run to this file")
 	inflight := fs.Int("max-inflight", 0, "the client's messages in flight per node before checks queue (0: the client's default, 2)")
 	unary := fs.Bool("unary", false, "one unary Check per call, round-robin over --addr (the client's DisableRouting)")
+	rls := fs.Bool("rls", false, "call Envoy RLS v3 ShouldRateLimit instead of sluice.v1 Check (needs the node's --rls-config)")
+	rlsDomain := fs.String("rls-domain", "bench", "with --rls: the requests' domain")
+	rlsKey := fs.String("rls-key", "key", "with --rls: the descriptor entry's key (its value is the bench's key)")
+	conns := fs.Int("conns", 0, "with --rls: gRPC connections in all, spread over --addr (0: one per address)")
+	printRLS := fs.Bool("print-rls-config", false, "with --rls: print the ratelimit config the nodes need, and exit")
 	describeEnv(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -92,6 +106,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.New("--batch: must be 1..1000")
 	case *timeout <= 0:
 		return errors.New("--timeout: must be > 0")
+	case *conns < 0:
+		return errors.New("--conns: must be >= 0")
+	}
+	if err := rlsFlagsAgree(*rls, set); err != nil {
+		return err
 	}
 	addrs := []string(addr)
 	if len(addrs) == 0 {
@@ -108,13 +127,30 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	ccfg := client.Config{Addrs: addrs, MaxInflight: *inflight, DisableRouting: *unary}
-	if *grants {
-		ccfg.Grants = &client.GrantOptions{}
-	}
-	t, err := bench.NewSluiceTargetConfig(ccfg, *limit, *burst, time.Duration(period))
-	if err != nil {
-		return err
+	var err error
+	var t bench.Target
+	if *rls {
+		rcfg := bench.RLSConfig{Addrs: addrs, Domain: *rlsDomain, Key: *rlsKey, Conns: *conns}
+		unit, err := bench.RLSUnit(time.Duration(period))
+		if err != nil {
+			return fmt.Errorf("--period: %w", err)
+		}
+		if *printRLS {
+			_, err := io.WriteString(stdout, bench.RLSConfigYAML(rcfg, *limit, unit))
+			return err
+		}
+		cfg.Burst = bench.RLSAuditBurst(*limit)
+		if t, err = bench.NewRLSTarget(rcfg); err != nil {
+			return err
+		}
+	} else {
+		ccfg := client.Config{Addrs: addrs, MaxInflight: *inflight, DisableRouting: *unary}
+		if *grants {
+			ccfg.Grants = &client.GrantOptions{}
+		}
+		if t, err = bench.NewSluiceTargetConfig(ccfg, *limit, *burst, time.Duration(period)); err != nil {
+			return err
+		}
 	}
 	defer t.Close()
 	stopProfile, err := startCPUProfile(*cpuProfile)
@@ -151,4 +187,22 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// rlsFlagsAgree rejects flags that do not go with --rls (or need it).
+func rlsFlagsAgree(rls bool, set map[string]bool) error {
+	if rls {
+		for _, f := range []string{"grants", "unary", "max-inflight", "burst"} {
+			if set[f] {
+				return fmt.Errorf("--%s: not with --rls (RLS calls go straight to the nodes; the audit's burst is 2 × --limit)", f)
+			}
+		}
+		return nil
+	}
+	for _, f := range []string{"rls-domain", "rls-key", "conns", "print-rls-config"} {
+		if set[f] {
+			return fmt.Errorf("--%s: only with --rls", f)
+		}
+	}
+	return nil
 }

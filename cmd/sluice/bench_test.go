@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,6 +62,9 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--period", "0"}},
 		{[]string{"--batch", "1001"}},
 		{[]string{"--keys", "5", "--hot"}},
+		{[]string{"--grants", "--rls"}},
+		{[]string{"--conns", "2"}},
+		{[]string{"--period", "2s", "--rls"}},
 	} {
 		code, out := sluice(t, append([]string{"bench", "--addr", "127.0.0.1:1"}, c.args...)...)
 		if code != 2 || !strings.Contains(out, c.args[0]) {
@@ -69,5 +74,59 @@ func TestBenchBadFlags(t *testing.T) {
 	code, out := sluice(t, "bench", "-h")
 	if code != 0 || !strings.Contains(out, "-rate") || !strings.Contains(out, "SLUICE_WORKERS") {
 		t.Errorf("bench -h: exit %d, output %q", code, out)
+	}
+}
+
+// --print-rls-config prints the ratelimit config an RLS bench needs, for
+// the flags given, without dialling a node.
+func TestBenchPrintRLSConfig(t *testing.T) {
+	code, out := sluice(t, "bench", "--rls", "--print-rls-config", "--rls-domain", "edge", "--rls-key", "remote_address",
+		"--limit", "50", "--period", "1m", "--addr", "127.0.0.1:1")
+	want := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 50\n"
+	if code != 0 || out != want {
+		t.Fatalf("exit %d, output:\n%s\nwant:\n%s", code, out, want)
+	}
+}
+
+// `sluice bench --rls` against a real node serving the config
+// --print-rls-config printed: ShouldRateLimit calls answered, no errors,
+// and the fixed windows held every key to the audit's bound.
+func TestBenchRLSAgainstServer(t *testing.T) {
+	code, cfg := sluice(t, "bench", "--rls", "--print-rls-config", "--limit", "5", "--period", "1h")
+	if code != 0 {
+		t.Fatalf("--print-rls-config: exit %d: %s", code, cfg)
+	}
+	path := filepath.Join(t.TempDir(), "bench.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--rls-config", path)
+	cmd := exec.Command(sluiceBin, "bench", "--rls", "--addr", s.grpc, "--conns", "2", "--duration", "1s", "--keys", "10",
+		"--limit", "5", "--period", "1h", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sluice bench --rls: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	var sum struct {
+		Checks, Allowed, Denied, Errors int64
+		FirstError                      string `json:"first_error"`
+		Audit                           struct {
+			Keys      int   `json:"keys"`
+			Bound     int64 `json:"bound"`
+			OverBound *int  `json:"over_bound"`
+		} `json:"audit"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, &stdout)
+	}
+	switch {
+	case sum.Errors != 0:
+		t.Fatalf("%d errors, first: %s", sum.Errors, sum.FirstError)
+	case (sum.Allowed != 10*5 && sum.Allowed != 10*5*2) || sum.Denied == 0:
+		// One hour window (two if the run straddles the hour): 5 per key.
+		t.Fatalf("allowed %d, denied %d: want 5 per key per window", sum.Allowed, sum.Denied)
+	case sum.Audit.OverBound == nil || *sum.Audit.OverBound != 0 || sum.Audit.Keys != 10 || sum.Audit.Bound != 10:
+		t.Fatalf("audit %+v: want 10 keys, bound 2 × 5, none over", sum.Audit)
 	}
 }

@@ -10,7 +10,8 @@
 // deadline context (callctx.go); the latency histograms (histogram.go); the
 // audit against each key's bound (audit.go); the progress line
 // (progress.go); the Summary and its JSON and text forms (summary.go); the
-// Target interface (target.go) and the Target for Sluice's Go client
-// (sluice.go). The Redis + Lua and gRPC echo targets belong to
-// cmd/benchcompare.
+// Target interface (target.go), the Target for Sluice's Go client
+// (sluice.go) and the Target that calls Envoy's rate limit service, RLS v3
+// ShouldRateLimit, on Sluice or envoyproxy/ratelimit (rls.go). The Redis +
+// Lua and gRPC echo targets belong to cmd/benchcompare.
 package bench

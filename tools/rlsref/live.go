@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+)
+
+// liveOptions are live's flags.
+type liveOptions struct {
+	cases     string
+	only      []string
+	ratelimit string
+	sluice    string
+	nodes     int
+}
+
+// sluiceNode is one `sluice serve` process.
+type sluiceNode struct {
+	*proc
+	grpc, http, gossip string
+}
+
+// startSluice starts n nodes serving configDir's RLS config; nodes after
+// the first join it. It returns once every node answers ShouldRateLimit
+// and sees n members.
+func startSluice(ctx context.Context, dir, bin, configDir string, n int) ([]*sluiceNode, []*rlsClient, error) {
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return nil, nil, err
+	}
+	var nodes []*sluiceNode
+	var clients []*rlsClient
+	fail := func(err error) ([]*sluiceNode, []*rlsClient, error) {
+		stopSluice(nodes, clients)
+		return nil, nil, err
+	}
+	for i := range n {
+		nd := &sluiceNode{grpc: loopback(ports[3*i]), http: loopback(ports[3*i+1]), gossip: loopback(ports[3*i+2])}
+		name := fmt.Sprintf("sluice-%d", i+1)
+		args := []string{"serve", "--node-name", name, "--grpc-addr", nd.grpc, "--http-addr", nd.http,
+			"--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "2s", "--rls-config", configDir}
+		if i > 0 {
+			args = append(args, "--join", nodes[0].gossip)
+		}
+		p, err := startProc(dir, name, nil, bin, args...)
+		if err != nil {
+			return fail(err)
+		}
+		nd.proc = p
+		nodes = append(nodes, nd)
+		c, err := dialRLS(nd.grpc)
+		if err != nil {
+			return fail(err)
+		}
+		clients = append(clients, c)
+	}
+	for i, nd := range nodes {
+		if err := waitTCP(ctx, nd.proc, nd.grpc, 30*time.Second); err != nil {
+			return fail(err)
+		}
+		if err := waitRLS(ctx, clients[i], 30*time.Second); err != nil {
+			return fail(fmt.Errorf("%s: %w; log: %s", nd.name, err, nd.logTail()))
+		}
+		if err := waitMembers(ctx, bin, nd, n, 30*time.Second); err != nil {
+			return fail(err)
+		}
+	}
+	return nodes, clients, nil
+}
+
+func stopSluice(nodes []*sluiceNode, clients []*rlsClient) {
+	for _, c := range clients {
+		c.Close()
+	}
+	for _, nd := range nodes {
+		nd.stop()
+	}
+}
+
+// waitMembers polls `sluice members --json` until the node sees want
+// members.
+func waitMembers(ctx context.Context, bin string, nd *sluiceNode, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		out, err := exec.CommandContext(ctx, bin, "members", "--addr", nd.grpc, "--json").Output()
+		var m struct {
+			Members []json.RawMessage `json:"members"`
+		}
+		switch {
+		case err != nil:
+			last = err.Error()
+		case json.Unmarshal(out, &m) != nil:
+			last = "unreadable: " + string(out)
+		case len(m.Members) == want:
+			return nil
+		default:
+			last = fmt.Sprintf("%d of %d members", len(m.Members), want)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %s; log: %s", nd.name, last, nd.logTail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// live runs every case against the reference and Sluice side by side and
+// reports each answer that differs.
+func live(ctx context.Context, o liveOptions, stdout, stderr io.Writer) error {
+	cases, err := loadCases(o.cases, o.only)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "rlsref-live-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	redis, redisAddr, err := startRedis(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer redis.stop()
+	fmt.Fprintf(stdout, "reference: %s, %s; Sluice: %s, %d node(s)\n", referenceVersion(o.ratelimit), redisServerVersion(), o.sluice, o.nodes)
+	var failed, steps, diffs int
+	for _, tc := range cases {
+		d, err := liveCase(ctx, dir, o, redisAddr, tc, stdout)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tc.Name, err)
+		}
+		steps += len(tc.Requests)
+		diffs += d
+		if d > 0 {
+			failed++
+		}
+	}
+	fmt.Fprintf(stdout, "\n%d cases, %d steps: %d cases differ (%d steps)\n", len(cases), steps, failed, diffs)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d cases differ from the reference", failed, len(cases))
+	}
+	return nil
+}
+
+// liveCase runs one case on a fresh reference and a fresh Sluice cluster
+// and prints its differences; it returns their number.
+func liveCase(ctx context.Context, dir string, o liveOptions, redisAddr string, tc *testCase, stdout io.Writer) (int, error) {
+	ref, err := startReference(ctx, dir, "ratelimit-"+tc.Name, o.ratelimit, tc.ConfigDir, redisAddr)
+	if err != nil {
+		return 0, err
+	}
+	defer ref.stop()
+	rc, err := dialRLS(ref.grpc)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	if err := waitRLS(ctx, rc, 30*time.Second); err != nil {
+		return 0, fmt.Errorf("reference: %w; log: %s", err, ref.logTail())
+	}
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if err := flushAll(redisAddr); err != nil {
+			return 0, err
+		}
+		nodes, clients, err := startSluice(ctx, dir, o.sluice, tc.ConfigDir, o.nodes)
+		if err != nil {
+			return 0, fmt.Errorf("sluice: %w", err)
+		}
+		got := make([]answer, len(tc.Requests))
+		want, err := runSteps(ctx, tc, func(i int) answer {
+			a := rc.call(ctx, tc.Requests[i])
+			got[i] = clients[i%len(clients)].call(ctx, tc.Requests[i])
+			a.Received = got[i].Received // the step's second must hold both calls
+			return a
+		})
+		stopSluice(nodes, clients)
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rlsref: %s: attempt %d: %v; again on an empty Redis and a new cluster\n", tc.Name, attempt, err)
+			continue
+		}
+		diffs, known := 0, 0
+		for i := range want {
+			if want[i].same(got[i]) {
+				continue
+			}
+			if knownDivergence(want[i], got[i]) {
+				known++
+				fmt.Fprintf(stdout, "known %s step %d: reference %s; sluice %s (on purpose: node/rls_conformance_test.go's errorDivergences)\n",
+					tc.Name, i, want[i], got[i])
+				continue
+			}
+			if diffs == 0 {
+				fmt.Fprintf(stdout, "DIFF %s (%s)\n", tc.Name, tc.File.Semantics)
+			}
+			diffs++
+			req, _ := protoJSON(tc.Requests[i])
+			fmt.Fprintf(stdout, "  step %d at unix %d: %s\n    request:   %s\n    reference: %s\n    sluice:    %s\n",
+				i, want[i].Sent.Unix(), tc.File.Steps[i].Note, req, want[i], got[i])
+		}
+		if diffs == 0 {
+			fmt.Fprintf(stdout, "ok   %s (%d steps, %d known divergences)\n", tc.Name, len(want), known)
+		}
+		return diffs, nil
+	}
+	return 0, fmt.Errorf("no run of %d kept every step in its second", maxAttempts)
+}
+
+// knownDivergences are the reference's error messages for which Sluice
+// answers InvalidArgument with the field named, where the reference answers
+// Unknown (see node/rls_conformance_test.go's errorDivergences), keyed by
+// message, with the field.
+var knownDivergences = map[string]string{
+	"rate limit domain must not be empty":          "domain",
+	"rate limit descriptor list must not be empty": "descriptors",
+}
+
+// knownDivergence reports whether got differs from want only as
+// knownDivergences allows.
+func knownDivergence(want, got answer) bool {
+	if want.Error == nil || got.Error == nil || want.Error.Code != "Unknown" {
+		return false
+	}
+	field, ok := knownDivergences[want.Error.Message]
+	return ok && got.Error.Code == "InvalidArgument" && got.Error.Message == field+": "+want.Error.Message
+}

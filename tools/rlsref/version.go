@@ -1,0 +1,42 @@
+package main
+
+import (
+	"debug/buildinfo"
+	"os/exec"
+	"strings"
+)
+
+// referenceModule is the reference's module path.
+const referenceModule = "github.com/envoyproxy/ratelimit"
+
+// referenceVersion names the reference binary's module and version, read
+// from its build information.
+func referenceVersion(bin string) string {
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return referenceModule + " (version unknown)"
+	}
+	if bi.Main.Path == referenceModule {
+		return referenceModule + " " + bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == referenceModule {
+			return referenceModule + " " + d.Version
+		}
+	}
+	return referenceModule + " (version unknown)"
+}
+
+// redisServerVersion is "redis-server 7.0.15" from redis-server --version.
+func redisServerVersion() string {
+	out, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		return "redis-server (version unknown)"
+	}
+	for f := range strings.FieldsSeq(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return "redis-server " + v
+		}
+	}
+	return "redis-server (version unknown)"
+}
