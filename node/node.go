@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/api"
 	"github.com/sluice-rl/sluice/bucket"
@@ -336,7 +337,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := n.grpc.Server.Serve(n.grpcLn); err != nil && !errors.Is(err, net.ErrClosed) {
+		// ErrServerStopped: shutdown stopped the server before Serve began
+		// (a cancel right after start), which is a clean exit too.
+		if err := n.grpc.Server.Serve(n.grpcLn); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("node: grpc serve: %w", err)
 		}
 		return nil
