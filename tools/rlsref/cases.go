@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,6 +76,22 @@ type testCase struct {
 	ConfigDir string
 	File      caseFile
 	Requests  []*pb.RateLimitRequest
+	// Pins are the steps at which Sluice answers otherwise on purpose
+	// (DIR/<case>/divergences.json), with Sluice's answer.
+	Pins map[int]answer
+}
+
+// divergencesFile is DIR/<case>/divergences.json (see
+// node/rls_conformance_test.go).
+type divergencesFile struct {
+	Why   string `json:"why"`
+	Steps []struct {
+		Step   int `json:"step"`
+		Sluice struct {
+			Response json.RawMessage `json:"response"`
+			Error    *grpcError      `json:"error"`
+		} `json:"sluice"`
+	} `json:"steps"`
 }
 
 // loadCases reads every case under dir, in name order; only, if not
@@ -130,6 +147,9 @@ func loadCase(dir string) (*testCase, error) {
 		}
 		c.Requests = append(c.Requests, req)
 	}
+	if err := loadPins(c); err != nil {
+		return nil, fmt.Errorf("%s/divergences.json: %w", c.Name, err)
+	}
 	return c, nil
 }
 
@@ -171,4 +191,35 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// loadPins reads the case's divergences.json, if any.
+func loadPins(c *testCase) error {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "divergences.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var d divergencesFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return err
+	}
+	c.Pins = map[int]answer{}
+	for _, p := range d.Steps {
+		if p.Step < 0 || p.Step >= len(c.Requests) {
+			return fmt.Errorf("step %d: the case has %d steps", p.Step, len(c.Requests))
+		}
+		a := answer{Error: p.Sluice.Error}
+		if p.Sluice.Response != nil {
+			a.Response = &pb.RateLimitResponse{}
+			if err := protojson.Unmarshal(p.Sluice.Response, a.Response); err != nil {
+				return fmt.Errorf("step %d: %w", p.Step, err)
+			}
+		}
+		c.Pins[p.Step] = a
+	}
+	return nil
 }

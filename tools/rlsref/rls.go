@@ -65,6 +65,21 @@ func (a answer) same(b answer) bool {
 	}
 }
 
+// sameButReset is same, but for the statuses' duration_until_reset (a
+// pinned answer was recorded at another time than a live one).
+func (a answer) sameButReset(b answer) bool {
+	if a.Response == nil || b.Response == nil {
+		return a.same(b)
+	}
+	x, y := proto.Clone(a.Response).(*pb.RateLimitResponse), proto.Clone(b.Response).(*pb.RateLimitResponse)
+	for _, r := range []*pb.RateLimitResponse{x, y} {
+		for _, st := range r.Statuses {
+			st.DurationUntilReset = nil
+		}
+	}
+	return proto.Equal(x, y)
+}
+
 // String is the answer as one line of JSON.
 func (a answer) String() string {
 	if a.Error != nil {
