@@ -29,6 +29,7 @@ func TestConfigValidation(t *testing.T) {
 		{"seed without host", func(c *cluster.Config) { c.Join = []string{":7946"} }, []string{"Join[0]"}},
 		{"negative retry", func(c *cluster.Config) { c.JoinRetry = -time.Second }, []string{"JoinRetry"}},
 		{"grpc without port", func(c *cluster.Config) { c.Meta.GRPCAddr = "localhost" }, []string{"Meta.GRPCAddr"}},
+		{"peer without port", func(c *cluster.Config) { c.Meta.PeerAddr = "localhost" }, []string{"Meta.PeerAddr"}},
 		{"meta too long", func(c *cluster.Config) { c.Meta.Version = long }, []string{"Meta"}},
 		{"unknown preset", func(c *cluster.Config) { c.Preset = "wan" }, []string{"Preset"}},
 		{"several", func(c *cluster.Config) { c.NodeName = ""; c.Preset = "wan"; c.Join = []string{"x"} }, []string{"NodeName", "Preset", "Join[0]"}},

@@ -82,6 +82,7 @@ func (c *Cluster) upsert(n *memberlist.Node) {
 		Name:       n.Name,
 		GossipAddr: addrString(n.Addr, n.Port),
 		GRPCAddr:   meta.GRPCAddr,
+		PeerAddr:   meta.PeerAddr,
 		Version:    meta.Version,
 		State:      Alive,
 	}

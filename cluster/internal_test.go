@@ -11,7 +11,7 @@ import (
 )
 
 func TestMetaRoundTrip(t *testing.T) {
-	m := NodeMeta{GRPCAddr: "10.0.0.7:9090", Version: "v1.2.3"}
+	m := NodeMeta{GRPCAddr: "10.0.0.7:9090", PeerAddr: "10.0.0.7:8082", Version: "v1.2.3"}
 	for _, leaving := range []bool{false, true} {
 		b, err := m.encode(leaving)
 		if err != nil {

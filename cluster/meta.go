@@ -15,6 +15,11 @@ type NodeMeta struct {
 	// GRPCAddr is the "host:port" other nodes forward checks to. Empty if
 	// the node serves no gRPC (yet).
 	GRPCAddr string
+	// PeerAddr is the "host:port" of the node's peer service (sluice.v1.Peer:
+	// forwarded checks, handoff, fetch), on a listener of its own. Empty
+	// for a node of a version that served the peer service on GRPCAddr;
+	// other nodes then dial GRPCAddr.
+	PeerAddr string
 	// Version is the node's build version, for mixed-version rollouts.
 	Version string
 }
@@ -25,13 +30,14 @@ type NodeMeta struct {
 // message, so that the others can tell a graceful leave from a failure.
 type wireMeta struct {
 	GRPCAddr string `json:"g,omitempty"`
+	PeerAddr string `json:"p,omitempty"`
 	Version  string `json:"v,omitempty"`
 	Leaving  bool   `json:"l,omitempty"`
 }
 
 // encode returns the wire form of m, with the leaving flag as given.
 func (m NodeMeta) encode(leaving bool) ([]byte, error) {
-	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, Version: m.Version, Leaving: leaving})
+	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Leaving: leaving})
 	if err != nil {
 		return nil, err
 	}
@@ -41,14 +47,19 @@ func (m NodeMeta) encode(leaving bool) ([]byte, error) {
 	return b, nil
 }
 
-// validate returns a *ConfigError for each problem of m: a GRPCAddr that
-// is not host:port, or an encoding too long for memberlist in any form it
+// validate returns a *ConfigError for each problem of m: a GRPCAddr or
+// PeerAddr that is not host:port, or an encoding too long for memberlist in any form it
 // is sent in (the leaving form is the longest).
 func (m NodeMeta) validate() []error {
 	var errs []error
 	if m.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(m.GRPCAddr); err != nil {
 			errs = append(errs, &ConfigError{Field: "Meta.GRPCAddr", Reason: fmt.Sprintf("must be host:port, got %q", m.GRPCAddr)})
+		}
+	}
+	if m.PeerAddr != "" {
+		if _, _, err := net.SplitHostPort(m.PeerAddr); err != nil {
+			errs = append(errs, &ConfigError{Field: "Meta.PeerAddr", Reason: fmt.Sprintf("must be host:port, got %q", m.PeerAddr)})
 		}
 	}
 	if _, err := m.encode(true); err != nil {
@@ -67,5 +78,5 @@ func decodeMeta(b []byte) (meta NodeMeta, leaving bool, err error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return NodeMeta{}, false, fmt.Errorf("cluster: undecodable node metadata %q: %w", b, err)
 	}
-	return NodeMeta{GRPCAddr: w.GRPCAddr, Version: w.Version}, w.Leaving, nil
+	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version}, w.Leaving, nil
 }

@@ -54,6 +54,9 @@ type Member struct {
 	// GRPCAddr is the member's NodeMeta.GRPCAddr; empty if it advertises
 	// none or its metadata could not be decoded.
 	GRPCAddr string
+	// PeerAddr is the member's NodeMeta.PeerAddr: where its peer service
+	// is; empty if it advertises none.
+	PeerAddr string
 	// Version is the member's NodeMeta.Version.
 	Version string
 	// State is Alive for every member of a Snapshot (see State).
