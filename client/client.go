@@ -2,15 +2,18 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -49,7 +52,13 @@ type Config struct {
 	// MaxBatch bounds the checks in one message; 0 means 500 (at most
 	// 1000).
 	MaxBatch int
-	// DialOptions are added to the defaults (insecure credentials,
+	// TLS, if set, is the TLS configuration of every connection to the
+	// nodes (their public gRPC port): RootCAs to verify them (nil: the
+	// system's roots), Certificates or GetClientCertificate for mTLS,
+	// ServerName when the nodes' certificates do not name the addresses
+	// dialed. Nil means plaintext.
+	TLS *tls.Config
+	// DialOptions are added to the defaults (insecure credentials or TLS,
 	// round-robin balancing, the vtprotobuf codec).
 	DialOptions []grpc.DialOption
 }
@@ -72,6 +81,18 @@ const serviceConfig = `{
   }]
 }`
 
+// transportCreds is TLS with cfg, or plaintext without.
+func transportCreds(cfg *tls.Config) credentials.TransportCredentials {
+	if cfg == nil {
+		return insecure.NewCredentials()
+	}
+	cfg = cfg.Clone()
+	if cfg.MinVersion < tls.VersionTLS12 {
+		cfg.MinVersion = tls.VersionTLS12
+	}
+	return credentials.NewTLS(cfg)
+}
+
 // Client talks to a Sluice cluster. It is safe for concurrent use.
 type Client struct {
 	conn     *grpc.ClientConn // round-robin over the seeds
@@ -80,6 +101,7 @@ type Client struct {
 	grants   *grants // nil without Config.Grants
 	routing  bool
 	dialOpts []grpc.DialOption
+	tls      *tls.Config // Config.TLS; nil: plaintext
 
 	// Routing (see route.go and stream.go).
 	ctx          context.Context // cancelled by Close
@@ -116,10 +138,18 @@ func New(cfg Config) (*Client, error) {
 	addrs := make([]resolver.Address, len(cfg.Addrs))
 	for i, a := range cfg.Addrs {
 		addrs[i] = resolver.Address{Addr: a}
+		if cfg.TLS != nil {
+			// Verify each node by the host it is dialed at, as the
+			// per-node connections do, rather than by the resolver's
+			// authority.
+			if host, _, err := net.SplitHostPort(a); err == nil {
+				addrs[i].ServerName = host
+			}
+		}
 	}
 	r.InitialState(resolver.State{Addresses: addrs})
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transportCreds(cfg.TLS)),
 		grpc.WithResolvers(r),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		wire.DialOption(),
@@ -133,7 +163,7 @@ func New(cfg Config) (*Client, error) {
 		t = 2 * time.Second
 	}
 	c := &Client{conn: conn, api: sluicev1.NewRateLimiterClient(conn), timeout: t, grants: newGrants(cfg.Grants),
-		routing: !cfg.DisableRouting, dialOpts: cfg.DialOptions,
+		routing: !cfg.DisableRouting, dialOpts: cfg.DialOptions, tls: cfg.TLS,
 		maxBatch: cfg.MaxBatch, maxInflight: cfg.MaxInflight, refreshEvery: cfg.RefreshInterval,
 		kickCh: make(chan struct{}, 1), streams: map[string]*nodeStream{}, firstRefresh: make(chan struct{})}
 	if c.maxBatch == 0 {

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-rl/sluice/internal/identity"
 	"github.com/sluice-rl/sluice/internal/wire"
@@ -225,7 +224,7 @@ func (c *Client) streamLocked(name, addr string) (*nodeStream, error) {
 // dial opens a connection to one node.
 func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transportCreds(c.tls)),
 		wire.DialOption(),
 		// Fixed windows turn off gRPC's BDP estimation and its PINGs, as
 		// on the nodes.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/tlsconfig"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
@@ -31,6 +32,54 @@ type Config struct {
 	// Empty means the gRPC listener's address, with the gossip advertise
 	// host when the listener is bound to all interfaces.
 	GRPCAdvertiseAddr string
+	// PeerAddr is the listen address of the peer service (sluice.v1.Peer:
+	// forwarded checks, leases, handoff, fetch), which only other nodes
+	// call. It is served there alone, never on GRPCAddr, so that a
+	// NetworkPolicy can admit only peers to it.
+	PeerAddr string
+	// PeerAdvertiseAddr is the peer address other nodes dial, gossiped in
+	// the node's metadata. Empty means the peer listener's address, with
+	// the gossip advertise host when the listener is bound to all
+	// interfaces.
+	PeerAdvertiseAddr string
+	// TLSCertFile is the PEM certificate chain (leaf first) of the public
+	// gRPC and HTTP listeners. Set (with TLSKeyFile), both speak TLS only,
+	// version 1.2 at least. The file is re-read when it changes (checked
+	// at a handshake, at most every TLSCheckInterval): a rotation needs no
+	// restart and cuts no connection.
+	TLSCertFile string
+	// TLSKeyFile is the PEM private key of TLSCertFile; required with it.
+	TLSKeyFile string
+	// TLSClientCAFile is a PEM bundle of the CAs of the public listeners'
+	// clients. Set, every client must present a certificate that one of
+	// them verifies (mTLS). Requires TLSCertFile. Re-read like it.
+	TLSClientCAFile string
+	// PeerTLSCertFile is this node's peer certificate, served on PeerAddr
+	// and presented when dialing other nodes; empty means TLSCertFile. When
+	// there is one (set or by default), peer security is on: the peer
+	// listener requires a client certificate verified by PeerTLSCAFile, a
+	// node dials its peers with this certificate and verifies theirs
+	// against PeerTLSCAFile under the name PeerTLSName, and the peer
+	// service refuses (PermissionDenied) any caller whose certificate is
+	// not a peer's (see tlsconfig.PeerAuth). The certificate must carry
+	// PeerTLSName as a DNS SAN and both the server and client extended key
+	// usages.
+	PeerTLSCertFile string
+	// PeerTLSKeyFile is the PEM private key of PeerTLSCertFile; empty
+	// means TLSKeyFile.
+	PeerTLSKeyFile string
+	// PeerTLSCAFile is the PEM bundle of the peer CA, which issues the
+	// peers' certificates; empty means TLSClientCAFile. Required when peer
+	// security is on.
+	PeerTLSCAFile string
+	// PeerTLSName is the DNS SAN that makes a certificate a peer's, and
+	// the server name a node expects when it dials a peer. Empty means
+	// tlsconfig.DefaultPeerName, "sluice-peer".
+	PeerTLSName string
+	// TLSCheckInterval is how often, at most, the certificate files are
+	// checked for a change, at a handshake; 0 means 1s, a negative value
+	// checks at every handshake (tests).
+	TLSCheckInterval time.Duration
 	// GossipAddr is the memberlist bind address, "ip:port".
 	GossipAddr string
 	// GossipAdvertiseAddr is the gossip address other nodes reach this one
@@ -92,6 +141,8 @@ func DefaultConfig() Config {
 		NodeName:        host,
 		GRPCAddr:        ":8081",
 		HTTPAddr:        ":8080",
+		PeerAddr:        ":8082",
+		PeerTLSName:     tlsconfig.DefaultPeerName,
 		GossipAddr:      ":7946",
 		ClusterPreset:   cluster.PresetLAN,
 		Ring:            ring.DefaultConfig(),
@@ -110,6 +161,7 @@ func LocalConfig(name string) Config {
 	c.NodeName = name
 	c.GRPCAddr = "127.0.0.1:0"
 	c.HTTPAddr = "127.0.0.1:0"
+	c.PeerAddr = "127.0.0.1:0"
 	c.GossipAddr = "127.0.0.1:0"
 	c.ClusterPreset = cluster.PresetLocal
 	c.LeaveLinger = 300 * time.Millisecond
@@ -127,6 +179,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: GRPCAddr: must not be empty", ErrInvalidConfig)
 	case c.HTTPAddr == "":
 		return fmt.Errorf("%w: HTTPAddr: must not be empty", ErrInvalidConfig)
+	case c.PeerAddr == "":
+		return fmt.Errorf("%w: PeerAddr: must not be empty", ErrInvalidConfig)
 	case c.GossipAddr == "":
 		return fmt.Errorf("%w: GossipAddr: must not be empty", ErrInvalidConfig)
 	case c.PeerTimeout <= 0:
@@ -140,5 +194,5 @@ func (c *Config) validate() error {
 	case c.RLSMaxMetricKeys < 0:
 		return fmt.Errorf("%w: RLSMaxMetricKeys: must be >= 0", ErrInvalidConfig)
 	}
-	return nil
+	return c.validateTLS()
 }

@@ -38,10 +38,14 @@ type Node struct {
 	rls      *api.RLS
 	rlsLoad  *rls.Reloader // nil without Config.RLSConfig
 	peerSrv  *transport.Server
+	peerGRPC *grpc.Server // serves peerSrv alone, on peerLn
 	http     *http.Server
 	grpcLn   net.Listener
 	httpLn   net.Listener
+	peerLn   net.Listener
 	grpcAdv  string
+	peerAdv  string
+	sec      security
 	handoff  chan struct{} // buffer 1: the ring changed, hand off
 	serving  atomic.Bool
 	stopping atomic.Bool
@@ -49,7 +53,7 @@ type Node struct {
 	ran      atomic.Bool
 }
 
-// New builds a node: it binds the gRPC, HTTP and gossip listeners, so that
+// New builds a node: it binds the gRPC, HTTP, peer and gossip listeners, so that
 // their addresses are known (for ":0") before Run is called, but joins no
 // one. A node that is never Run must be closed with Close.
 func New(cfg Config) (n *Node, err error) {
@@ -67,7 +71,11 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("node: policies: %w", err)
 		}
 	}
-	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1)}
+	sec, err := loadTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1), sec: sec}
 	built := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
@@ -79,6 +87,9 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("node: http listen %s: %w", cfg.HTTPAddr, err)
+	}
+	if n.peerLn, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
+		return nil, fmt.Errorf("node: PeerAddr: listen %s: %w", cfg.PeerAddr, err)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -93,6 +104,7 @@ func New(cfg Config) (n *Node, err error) {
 		Timeout:     cfg.PeerTimeout,
 		BatchWindow: cfg.BatchWindow,
 		Metrics:     pm,
+		DialOptions: n.sec.peerDialOptions(),
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -129,10 +141,13 @@ func New(cfg Config) (n *Node, err error) {
 	if n.grpcAdv, err = advertise(cfg.GRPCAdvertiseAddr, n.grpcLn.Addr().String(), n.cluster.GossipAddr()); err != nil {
 		return nil, fmt.Errorf("node: GRPCAdvertiseAddr: %w", err)
 	}
-	if err = n.cluster.UpdateMeta(cluster.NodeMeta{GRPCAddr: n.grpcAdv, Version: version.String()}, time.Second); err != nil {
+	if n.peerAdv, err = advertise(cfg.PeerAdvertiseAddr, n.peerLn.Addr().String(), n.cluster.GossipAddr()); err != nil {
+		return nil, fmt.Errorf("node: PeerAdvertiseAddr: %w", err)
+	}
+	if err = n.cluster.UpdateMeta(cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String()}, time.Second); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if err = n.limiter.SetMembers([]ring.Member{{Name: cfg.NodeName, GRPCAddr: n.grpcAdv}}); err != nil {
+	if err = n.limiter.SetMembers([]ring.Member{{Name: cfg.NodeName, GRPCAddr: n.peerAdv}}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
@@ -140,19 +155,16 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm}); err != nil {
+	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, ServerOptions: n.sec.publicGRPCOptions()}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
 	if err = n.newRLS(reg, tm); err != nil {
 		return nil, err
 	}
-	// The peer service has a registration of its own, on the same server
-	// for now: it is what peer-only authentication will fence.
-	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: cfg.NodeName, Metrics: pm}); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+	if err = n.newPeerServer(pm); err != nil {
+		return nil, err
 	}
-	n.peerSrv.Register(n.grpc.Server)
 	handler, err := api.NewHTTPHandler(api.HTTPConfig{
 		Checker:  n.limiter,
 		Gatherer: reg,
@@ -167,32 +179,9 @@ func New(cfg Config) (n *Node, err error) {
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig:         n.sec.httpTLSConfig(),
 	}
 	return n, nil
-}
-
-// advertise picks the gRPC address to advertise: the configured one, else
-// the listener's, with the gossip advertise host when the listener is
-// bound to all interfaces.
-func advertise(configured, listen, gossip string) (string, error) {
-	if configured != "" {
-		if _, _, err := net.SplitHostPort(configured); err != nil {
-			return "", err
-		}
-		return configured, nil
-	}
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "", err
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		gh, _, err := net.SplitHostPort(gossip)
-		if err != nil {
-			return "", err
-		}
-		host = gh
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 // onMembership rebuilds the ring from a membership snapshot and asks for a
@@ -203,8 +192,8 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 	}
 	members := make([]ring.Member, 0, len(s.Members))
 	for _, m := range s.Members {
-		if m.GRPCAddr != "" {
-			members = append(members, ring.Member{Name: m.Name, GRPCAddr: m.GRPCAddr})
+		if rm, ok := ringMember(m); ok {
+			members = append(members, rm)
 		}
 	}
 	if err := n.limiter.SetMembers(members); err != nil {
@@ -292,6 +281,9 @@ func (n *Node) closeAll() error {
 	if n.httpLn != nil {
 		errs = append(errs, n.httpLn.Close())
 	}
+	if n.peerLn != nil {
+		errs = append(errs, n.peerLn.Close())
+	}
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Shutdown())
 	}
@@ -345,8 +337,14 @@ func (n *Node) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.serveHTTP(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("node: http serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := n.peerGRPC.Serve(n.peerLn); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("node: peer serve: %w", err)
 		}
 		return nil
 	})
@@ -361,7 +359,8 @@ func (n *Node) Run(ctx context.Context) error {
 		return n.shutdown()
 	})
 	n.serving.Store(true)
-	n.log.Info("sluice node serving", "grpc", n.GRPCAddr(), "http", n.HTTPAddr(), "gossip", n.GossipAddr(), "join", n.cfg.Join)
+	n.log.Info("sluice node serving", "grpc", n.GRPCAddr(), "http", n.HTTPAddr(), "peer", n.PeerAddr(), "gossip", n.GossipAddr(),
+		"join", n.cfg.Join, "tls", n.sec.public != nil, "mtls", n.sec.clientAuth, "peer_tls", n.sec.peer != nil)
 	return g.Wait()
 }
 
@@ -418,8 +417,8 @@ func (n *Node) shutdown() error {
 	}
 	var others []ring.Member
 	for _, m := range n.cluster.Snapshot().Members {
-		if m.Name != n.cfg.NodeName && m.GRPCAddr != "" {
-			others = append(others, ring.Member{Name: m.Name, GRPCAddr: m.GRPCAddr})
+		if rm, ok := ringMember(m); ok && m.Name != n.cfg.NodeName {
+			others = append(others, rm)
 		}
 	}
 	if len(others) > 0 {
@@ -446,12 +445,14 @@ func (n *Node) shutdown() error {
 	done := make(chan struct{})
 	go func() {
 		n.grpc.Server.GracefulStop()
+		n.peerGRPC.GracefulStop()
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		n.grpc.Server.Stop()
+		n.peerGRPC.Stop()
 		<-done
 		errs = append(errs, errors.New("node: grpc drain timed out; remaining calls were cut"))
 	}

@@ -1,0 +1,88 @@
+package node
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/tlsconfig"
+	"github.com/sluice-rl/sluice/internal/wire"
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/transport"
+)
+
+// newPeerServer builds the peer service on a gRPC server of its own,
+// served on the peer listener alone: with peer security on, it speaks mTLS
+// against the peer CA and admits only peers (tlsconfig.PeerAuth).
+func (n *Node) newPeerServer(pm *transport.PeerMetrics) error {
+	var err error
+	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: n.cfg.NodeName, Metrics: pm}); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	// The vtprotobuf codec and fixed flow-control windows, as on the public
+	// server (see api.NewGRPC) and the peers' dialers (transport).
+	opts := append([]grpc.ServerOption{wire.ServerOption(),
+		grpc.InitialWindowSize(wire.FlowWindow), grpc.InitialConnWindowSize(wire.FlowWindow)}, n.sec.peerServerOptions()...)
+	n.peerGRPC = grpc.NewServer(opts...)
+	n.peerSrv.Register(n.peerGRPC)
+	return nil
+}
+
+// ringMember is the ring's view of a cluster member: its peer address,
+// or, for a node of a version that advertises none, its gRPC address
+// (which then served the peer service). A member with neither is not
+// placed on the ring.
+func ringMember(m cluster.Member) (ring.Member, bool) {
+	addr := m.PeerAddr
+	if addr == "" {
+		addr = m.GRPCAddr
+	}
+	return ring.Member{Name: m.Name, GRPCAddr: addr}, addr != ""
+}
+
+// PeerAddr returns the bound address of the peer service.
+func (n *Node) PeerAddr() string { return n.peerLn.Addr().String() }
+
+// httpTLSConfig is the TLS configuration of the HTTP listener; nil
+// without TLS.
+func (s security) httpTLSConfig() *tls.Config {
+	if s.public == nil {
+		return nil
+	}
+	return tlsconfig.ServerConfig(s.public, s.clientAuth, "h2", "http/1.1")
+}
+
+// serveHTTP serves HTTP on its listener, over TLS when configured.
+func (n *Node) serveHTTP() error {
+	if n.http.TLSConfig != nil {
+		return n.http.ServeTLS(n.httpLn, "", "")
+	}
+	return n.http.Serve(n.httpLn)
+}
+
+// advertise picks the gRPC address to advertise: the configured one, else
+// the listener's, with the gossip advertise host when the listener is
+// bound to all interfaces.
+func advertise(configured, listen, gossip string) (string, error) {
+	if configured != "" {
+		if _, _, err := net.SplitHostPort(configured); err != nil {
+			return "", err
+		}
+		return configured, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		gh, _, err := net.SplitHostPort(gossip)
+		if err != nil {
+			return "", err
+		}
+		host = gh
+	}
+	return net.JoinHostPort(host, port), nil
+}

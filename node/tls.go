@@ -1,0 +1,142 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-rl/sluice/internal/tlsconfig"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+)
+
+// validateTLS checks that the TLS settings come in usable combinations;
+// the files themselves are read by New (loadTLS).
+func (c *Config) validateTLS() error {
+	switch {
+	case c.TLSCertFile == "" && c.TLSKeyFile != "":
+		return fmt.Errorf("%w: TLSCertFile: required with TLSKeyFile", ErrInvalidConfig)
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		return fmt.Errorf("%w: TLSKeyFile: required with TLSCertFile", ErrInvalidConfig)
+	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
+		return fmt.Errorf("%w: TLSClientCAFile: requires TLSCertFile and TLSKeyFile (mTLS is TLS with client certificates)", ErrInvalidConfig)
+	case c.PeerTLSCertFile == "" && c.PeerTLSKeyFile != "":
+		return fmt.Errorf("%w: PeerTLSCertFile: required with PeerTLSKeyFile", ErrInvalidConfig)
+	case c.PeerTLSCertFile != "" && c.PeerTLSKeyFile == "":
+		return fmt.Errorf("%w: PeerTLSKeyFile: required with PeerTLSCertFile", ErrInvalidConfig)
+	}
+	cert, _, ca := c.peerTLSFiles()
+	switch {
+	case cert.Path != "" && ca.Path == "":
+		return fmt.Errorf("%w: PeerTLSCAFile: required when peer TLS is on (%s is set): the CA that verifies the other nodes (or set TLSClientCAFile)", ErrInvalidConfig, cert.Field)
+	case cert.Path == "" && ca.Path != "":
+		return fmt.Errorf("%w: PeerTLSCertFile: required with %s (or set TLSCertFile)", ErrInvalidConfig, ca.Field)
+	}
+	return nil
+}
+
+// peerTLSFiles resolves the peer TLS files, with their defaults, each
+// named by the field it came from.
+func (c *Config) peerTLSFiles() (cert, key, ca tlsconfig.File) {
+	cert = tlsconfig.File{Path: c.PeerTLSCertFile, Field: "PeerTLSCertFile"}
+	key = tlsconfig.File{Path: c.PeerTLSKeyFile, Field: "PeerTLSKeyFile"}
+	if cert.Path == "" && key.Path == "" {
+		cert = tlsconfig.File{Path: c.TLSCertFile, Field: "TLSCertFile (the default of PeerTLSCertFile)"}
+		key = tlsconfig.File{Path: c.TLSKeyFile, Field: "TLSKeyFile (the default of PeerTLSKeyFile)"}
+	}
+	ca = tlsconfig.File{Path: c.PeerTLSCAFile, Field: "PeerTLSCAFile"}
+	if ca.Path == "" {
+		ca = tlsconfig.File{Path: c.TLSClientCAFile, Field: "TLSClientCAFile (the default of PeerTLSCAFile)"}
+	}
+	return cert, key, ca
+}
+
+// peerName is the DNS SAN of peer certificates.
+func (c *Config) peerName() string {
+	if c.PeerTLSName == "" {
+		return tlsconfig.DefaultPeerName
+	}
+	return c.PeerTLSName
+}
+
+// security is a node's TLS material: nil sources are plaintext.
+type security struct {
+	public     *tlsconfig.Source // the public listeners; nil: plaintext
+	clientAuth bool              // the public listeners require client certificates
+	peer       *tlsconfig.Source // peer security; nil: off
+	peerAuth   *tlsconfig.PeerAuth
+}
+
+// loadTLS reads the TLS files of cfg. Their check interval is in real
+// time, not cfg.Clock (a test's fake clock would freeze reloads). Errors wrap ErrInvalidConfig and
+// name the field.
+func loadTLS(cfg Config, log *slog.Logger) (security, error) {
+	var sec security
+	var err error
+	if cfg.TLSCertFile != "" {
+		if sec.public, err = tlsconfig.New(tlsconfig.Config{
+			Cert:          tlsconfig.File{Path: cfg.TLSCertFile, Field: "TLSCertFile"},
+			Key:           tlsconfig.File{Path: cfg.TLSKeyFile, Field: "TLSKeyFile"},
+			CA:            tlsconfig.File{Path: cfg.TLSClientCAFile, Field: "TLSClientCAFile"},
+			CheckInterval: cfg.TLSCheckInterval,
+			Logger:        log.With("listener", "public"),
+		}); err != nil {
+			return sec, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		sec.clientAuth = cfg.TLSClientCAFile != ""
+	}
+	cert, key, ca := cfg.peerTLSFiles()
+	if cert.Path == "" {
+		return sec, nil
+	}
+	if sec.peer, err = tlsconfig.New(tlsconfig.Config{
+		Cert: cert, Key: key, CA: ca,
+		CheckInterval: cfg.TLSCheckInterval,
+		Logger:        log.With("listener", "peer"),
+	}); err != nil {
+		return sec, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	leaf := sec.peer.Current().Cert.Leaf
+	if !slices.Contains(leaf.DNSNames, cfg.peerName()) {
+		return sec, fmt.Errorf("%w: %s: certificate %q has no DNS SAN %q (PeerTLSName): the other nodes would refuse it",
+			ErrInvalidConfig, cert.Field, leaf.Subject.String(), cfg.peerName())
+	}
+	sec.peerAuth = &tlsconfig.PeerAuth{
+		Source:  sec.peer,
+		Name:    cfg.peerName(),
+		Service: sluicev1.Peer_ServiceDesc.ServiceName,
+		Logger:  log,
+	}
+	return sec, nil
+}
+
+// publicGRPCOptions are the credentials of the public gRPC server.
+func (s security) publicGRPCOptions() []grpc.ServerOption {
+	if s.public == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(s.public, s.clientAuth, "h2")))}
+}
+
+// peerServerOptions are the credentials and interceptors of the peer
+// server: mTLS against the peer CA, and only peers admitted.
+func (s security) peerServerOptions() []grpc.ServerOption {
+	if s.peer == nil {
+		return nil
+	}
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(s.peer, true, "h2"))),
+		grpc.ChainUnaryInterceptor(s.peerAuth.Unary()),
+		grpc.ChainStreamInterceptor(s.peerAuth.Stream()),
+	}
+}
+
+// peerDialOptions are the credentials of the connections to peers.
+func (s security) peerDialOptions() []grpc.DialOption {
+	if s.peer == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(tlsconfig.ClientCredentials(s.peer, s.peerAuth.Name))}
+}
