@@ -118,6 +118,34 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %d < preStop %ds + shutdown timeout %s: handoff may be cut", grace, pre, shutdown)
 	}
 
+	// The peer service has a port of its own, advertised, reachable
+	// between pods through the headless Service and not through the
+	// client Service.
+	if !strings.HasSuffix(env["SLUICE_PEER_ADVERTISE_ADDR"], ":8082") {
+		t.Errorf("SLUICE_PEER_ADVERTISE_ADDR = %q, want the pod's :8082", env["SLUICE_PEER_ADVERTISE_ADDR"])
+	}
+	hasPort := func(ports any, name string, port int) bool {
+		list, _ := ports.([]any)
+		for _, p := range list {
+			m, _ := p.(map[string]any)
+			if m["name"] == name && (m["port"] == port || m["containerPort"] == port) {
+				return true
+			}
+		}
+		return false
+	}
+	if !hasPort(c.get("ports"), "peer", 8082) {
+		t.Error("the container has no port peer 8082")
+	}
+	if !hasPort(gossip.get("spec.ports"), "peer", 8082) {
+		t.Error("the headless Service has no port peer 8082")
+	}
+	for _, p := range svc.get("spec.ports").([]any) {
+		if m, _ := p.(map[string]any); m["port"] == 8082 || m["targetPort"] == "peer" {
+			t.Error("the client Service exposes the peer port")
+		}
+	}
+
 	pdb := byKind["PodDisruptionBudget/sluice"]
 	if pdb == nil {
 		t.Fatal("no PodDisruptionBudget")

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,7 +23,17 @@ import (
 	"github.com/sluice-rl/sluice/client"
 )
 
-const image = "sluice:dev"
+// image is the image under test: sluice:dev (`make image`), or
+// $SLUICE_E2E_IMAGE, so that worktrees sharing one Docker daemon can test
+// images of their own.
+var image = imageUnderTest()
+
+func imageUnderTest() string {
+	if v := os.Getenv("SLUICE_E2E_IMAGE"); v != "" {
+		return v
+	}
+	return "sluice:dev"
+}
 
 // docker runs the docker CLI and returns its trimmed combined output.
 func docker(args ...string) (string, error) {
@@ -81,6 +92,7 @@ type node struct {
 	ip        string // static address on the cluster network
 	grpcPort  int
 	httpPort  int
+	peerPort  int            // published peer port; 0 if not published
 	cli       *client.Client // talks to this node only
 }
 
@@ -100,10 +112,30 @@ type cluster struct {
 	rlsDir     string // the RLS configuration every node loads (SLUICE_RLS_CONFIG)
 	subnet     string // e.g. 10.213.7.
 	nodes      map[string]*node
+	opts       clusterOpts
 }
 
-func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, prefix: fmt.Sprintf("sluice-e2e-%d", os.Getpid()), nodes: map[string]*node{}}
+// clusterOpts are the settings of a cluster beyond the defaults.
+type clusterOpts struct {
+	// env is added to every node's environment.
+	env []string
+	// files, if set, is a host directory copied into every container at
+	// /etc/sluice/tls before it starts.
+	files string
+	// tls is the clients' TLS configuration (gRPC and HTTP); nil is
+	// plaintext.
+	tls *tls.Config
+	// publishPeer publishes each node's peer port on 127.0.0.1.
+	publishPeer bool
+}
+
+// tlsMount is where clusterOpts.files is copied.
+const tlsMount = "/etc/sluice/tls"
+
+func newCluster(t *testing.T, n int) *cluster { return newClusterOpts(t, n, clusterOpts{}) }
+
+func newClusterOpts(t *testing.T, n int, opts clusterOpts) *cluster {
+	c := &cluster{t: t, prefix: fmt.Sprintf("sluice-e2e-%d", os.Getpid()), nodes: map[string]*node{}, opts: opts}
 	c.removeAll() // leftovers of an earlier run with this prefix
 	t.Cleanup(c.teardown)
 	c.clusterNet = c.prefix + "-cluster"
@@ -159,24 +191,35 @@ func (c *cluster) addNode(i int, seeds []string) *node {
 		join = append(join, s+":7946")
 	}
 	mustDocker(t, "network", "create", n.clientNet)
-	mustDocker(t, "create", "--name", n.name, "--hostname", n.name, "--network", n.clientNet,
+	args := []string{"create", "--name", n.name, "--hostname", n.name, "--network", n.clientNet,
 		"-p", fmt.Sprintf("127.0.0.1:%d:8081", n.grpcPort),
 		"-p", fmt.Sprintf("127.0.0.1:%d:8080", n.httpPort),
-		"-e", "SLUICE_NODE_NAME="+n.name,
-		"-e", "SLUICE_GOSSIP_ADVERTISE_ADDR="+n.ip+":7946",
-		"-e", "SLUICE_GRPC_ADVERTISE_ADDR="+n.ip+":8081",
-		"-e", "SLUICE_JOIN="+strings.Join(join, ","),
+		"-e", "SLUICE_NODE_NAME=" + n.name,
+		"-e", "SLUICE_GOSSIP_ADVERTISE_ADDR=" + n.ip + ":7946",
+		"-e", "SLUICE_GRPC_ADVERTISE_ADDR=" + n.ip + ":8081",
+		"-e", "SLUICE_PEER_ADVERTISE_ADDR=" + n.ip + ":8082",
+		"-e", "SLUICE_JOIN=" + strings.Join(join, ","),
 		"-e", "SLUICE_LOG_FORMAT=text",
-		"-e", "SLUICE_RLS_CONFIG="+rlsMount,
-		image)
+		"-e", "SLUICE_RLS_CONFIG=" + rlsMount}
+	if c.opts.publishPeer {
+		n.peerPort = freePort(t)
+		args = append(args, "-p", fmt.Sprintf("127.0.0.1:%d:8082", n.peerPort))
+	}
+	for _, e := range c.opts.env {
+		args = append(args, "-e", e)
+	}
+	mustDocker(t, append(args, image)...)
 	// Copied in rather than bind-mounted, so that it works with a remote
 	// daemon too; the container keeps it across stop and start.
 	mustDocker(t, "cp", c.rlsDir, n.name+":"+rlsMount)
+	if c.opts.files != "" {
+		mustDocker(t, "cp", c.opts.files, n.name+":"+tlsMount)
+	}
 	mustDocker(t, "network", "connect", "--ip", n.ip, c.clusterNet, n.name)
 	mustDocker(t, "start", n.name)
 	// The nodes advertise their cluster-network addresses, which the test
 	// reaches only through published ports: no routing to owners.
-	cli, err := client.New(client.Config{Addrs: []string{n.grpcAddr()}, Timeout: 2 * time.Second, DisableRouting: true})
+	cli, err := client.New(client.Config{Addrs: []string{n.grpcAddr()}, Timeout: 2 * time.Second, DisableRouting: true, TLS: c.opts.tls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +234,7 @@ func (c *cluster) allClient(shorts ...string) *client.Client {
 	for _, s := range shorts {
 		addrs = append(addrs, c.nodes[s].grpcAddr())
 	}
-	cli, err := client.New(client.Config{Addrs: addrs, Timeout: 2 * time.Second, DisableRouting: true})
+	cli, err := client.New(client.Config{Addrs: addrs, Timeout: 2 * time.Second, DisableRouting: true, TLS: c.opts.tls})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -293,7 +336,12 @@ func (c *cluster) byName(name string) *node {
 
 func (c *cluster) ready(n *node) bool {
 	hc := http.Client{Timeout: time.Second}
-	resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", n.httpPort))
+	scheme := "http"
+	if c.opts.tls != nil {
+		scheme = "https"
+		hc.Transport = &http.Transport{TLSClientConfig: c.opts.tls}
+	}
+	resp, err := hc.Get(fmt.Sprintf("%s://127.0.0.1:%d/readyz", scheme, n.httpPort))
 	if err != nil {
 		return false
 	}

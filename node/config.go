@@ -28,7 +28,8 @@ type Config struct {
 	// HTTPAddr is the HTTP listen address (/v1/check, /v1/usage, /healthz,
 	// /readyz, /metrics).
 	HTTPAddr string
-	// GRPCAdvertiseAddr is the gRPC address other nodes reach this one at.
+	// GRPCAdvertiseAddr is the public gRPC address of this node, gossiped
+	// to the others and given to clients by the Membership API.
 	// Empty means the gRPC listener's address, with the gossip advertise
 	// host when the listener is bound to all interfaces.
 	GRPCAdvertiseAddr string

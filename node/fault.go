@@ -5,7 +5,7 @@ package node
 type Fault int
 
 const (
-	// FaultGRPCDown closes the node's gRPC port (public and peer APIs)
+	// FaultGRPCDown closes the node's gRPC ports (public and peer)
 	// while it stays a live gossip member: its peers see connect errors.
 	FaultGRPCDown Fault = iota + 1
 	// FaultCrash stops the node at once, as a kill -9 would: no leave, no
@@ -19,9 +19,11 @@ func (n *Node) Inject(f Fault) {
 	switch f {
 	case FaultGRPCDown:
 		n.grpc.Server.Stop()
+		n.peerGRPC.Stop()
 	case FaultCrash:
 		n.crashed.Store(true)
 		n.grpc.Server.Stop()
+		n.peerGRPC.Stop()
 		_ = n.http.Close()
 		_ = n.cluster.Shutdown()
 	}

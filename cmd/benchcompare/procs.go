@@ -228,16 +228,16 @@ type sluiceNode struct {
 // startSluice starts n nodes; nodes after the first join the first. It
 // waits until every node is ready and sees n members.
 func startSluice(ctx context.Context, cs *children, bin string, n int, prefix string, env []string, extra ...string) ([]*sluiceNode, error) {
-	ports, err := freePorts(3 * n)
+	ports, err := freePorts(4 * n)
 	if err != nil {
 		return nil, err
 	}
 	var nodes []*sluiceNode
 	for i := range n {
-		nd := &sluiceNode{grpc: loopback(ports[3*i]), http: loopback(ports[3*i+1]), gossip: loopback(ports[3*i+2])}
+		nd := &sluiceNode{grpc: loopback(ports[4*i]), http: loopback(ports[4*i+1]), gossip: loopback(ports[4*i+2])}
 		name := fmt.Sprintf("%s%d", prefix, i+1)
 		args := []string{"serve", "--node-name", name, "--grpc-addr", nd.grpc, "--http-addr", nd.http,
-			"--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "3s"}
+			"--peer-addr", loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "3s"}
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
 		}

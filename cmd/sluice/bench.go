@@ -75,6 +75,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rlsDomain := fs.String("rls-domain", "bench", "with --rls: the requests' domain")
 	rlsKey := fs.String("rls-key", "key", "with --rls: the descriptor entry's key (its value is the bench's key)")
 	conns := fs.Int("conns", 0, "with --rls: gRPC connections in all, spread over --addr (0: one per address)")
+	var tf tlsFlags
+	tf.register(fs)
 	printRLS := fs.Bool("print-rls-config", false, "with --rls: print the ratelimit config the nodes need, and exit")
 	describeEnv(fs)
 	if err := parseWithEnv(fs, args); err != nil {
@@ -127,10 +129,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	var err error
+	tcfg, err := tf.config()
+	if err != nil {
+		return err
+	}
 	var t bench.Target
 	if *rls {
-		rcfg := bench.RLSConfig{Addrs: addrs, Domain: *rlsDomain, Key: *rlsKey, Conns: *conns}
+		rcfg := bench.RLSConfig{Addrs: addrs, Domain: *rlsDomain, Key: *rlsKey, Conns: *conns, TLS: tcfg}
 		unit, err := bench.RLSUnit(time.Duration(period))
 		if err != nil {
 			return fmt.Errorf("--period: %w", err)
@@ -144,7 +149,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	} else {
-		ccfg := client.Config{Addrs: addrs, MaxInflight: *inflight, DisableRouting: *unary}
+		ccfg := client.Config{Addrs: addrs, MaxInflight: *inflight, DisableRouting: *unary, TLS: tcfg}
 		if *grants {
 			ccfg.Grants = &client.GrantOptions{}
 		}

@@ -26,6 +26,7 @@ type limitFlags struct {
 	failure   string
 	asJSON    bool
 	timeout   time.Duration
+	tls       tlsFlags
 }
 
 func (lf *limitFlags) register(fs *flag.FlagSet) {
@@ -38,6 +39,7 @@ func (lf *limitFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&lf.failure, "failure-mode", "local", "when the owner is unreachable: local, deny or allow")
 	fs.BoolVar(&lf.asJSON, "json", false, "print the result as JSON")
 	fs.DurationVar(&lf.timeout, "timeout", 2*time.Second, "call timeout")
+	lf.tls.register(fs)
 }
 
 // clientLimit converts the flags to a client limit.
@@ -72,7 +74,11 @@ func (lf *limitFlags) dial() (*client.Client, error) {
 	// One-shot commands send to the given nodes (which forward): learning
 	// the ring first would cost a call, and the nodes' advertised addresses
 	// may not be reachable from here (a port-forward, say).
-	return client.New(client.Config{Addrs: addrs, Timeout: lf.timeout, DisableRouting: true})
+	tcfg, err := lf.tls.config()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(client.Config{Addrs: addrs, Timeout: lf.timeout, DisableRouting: true, TLS: tcfg})
 }
 
 // periodFlag parses periods with policy.ParseDuration (Go syntax plus days).

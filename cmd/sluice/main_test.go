@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,7 +86,7 @@ func startServer(t *testing.T, args ...string) *server {
 func startServerNamed(t *testing.T, name string, args ...string) *server {
 	t.Helper()
 	s := &server{grpc: freeAddr(t), http: freeAddr(t), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc}, args...)...)
+	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc, "--peer-addr", freeAddr(t)}, args...)...)
 	s.cmd.Env = append(os.Environ(), "SLUICE_HTTP_ADDR="+s.http)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
@@ -101,6 +102,17 @@ func startServerNamed(t *testing.T, name string, args ...string) *server {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		if slices.Contains(args, "--tls-cert-file") {
+			// /readyz is behind TLS (and mTLS): wait for the log line.
+			if strings.Contains(s.stderr.String(), "sluice node serving") {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("server not serving after 10s\nstderr:\n%s", s.stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		resp, err := http.Get("http://" + s.http + "/readyz")
 		if err == nil {
 			resp.Body.Close()

@@ -19,6 +19,8 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addr := fs.String("addr", "127.0.0.1:8081", "gRPC address of a Sluice node")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 2*time.Second, "call timeout")
+	var tf tlsFlags
+	tf.register(fs)
 	describeEnv(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -26,7 +28,11 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	c, err := client.New(client.Config{Addrs: []string{*addr}, Timeout: *timeout, DisableRouting: true})
+	tcfg, err := tf.config()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(client.Config{Addrs: []string{*addr}, Timeout: *timeout, DisableRouting: true, TLS: tcfg})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -30,6 +32,9 @@ type RLSConfig struct {
 	// Conns is the number of gRPC connections in all, spread over Addrs in
 	// turn; 0 means one per address.
 	Conns int
+	// TLS, if set, is the TLS configuration of the connections; nil means
+	// plaintext.
+	TLS *tls.Config
 }
 
 func (c RLSConfig) withDefaults() RLSConfig {
@@ -108,8 +113,12 @@ func NewRLSTarget(cfg RLSConfig) (Target, error) {
 	}
 	cfg = cfg.withDefaults()
 	t := &rlsTarget{cfg: cfg}
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
 	for i := range cfg.Conns {
-		conn, err := grpc.NewClient(cfg.Addrs[i%len(cfg.Addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(cfg.Addrs[i%len(cfg.Addrs)], grpc.WithTransportCredentials(creds))
 		if err != nil {
 			t.Close()
 			return nil, err
