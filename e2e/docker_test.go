@@ -120,7 +120,7 @@ type clusterOpts struct {
 	// env is added to every node's environment.
 	env []string
 	// files, if set, is a host directory copied into every container at
-	// /etc/sluice/tls before it starts.
+	// /tls (tlsMount) before it starts.
 	files string
 	// tls is the clients' TLS configuration (gRPC and HTTP); nil is
 	// plaintext.
@@ -130,7 +130,7 @@ type clusterOpts struct {
 }
 
 // tlsMount is where clusterOpts.files is copied.
-const tlsMount = "/etc/sluice/tls"
+const tlsMount = "/tls"
 
 func newCluster(t *testing.T, n int) *cluster { return newClusterOpts(t, n, clusterOpts{}) }
 
