@@ -29,7 +29,7 @@ type sluiceNode struct {
 // the first join it. It returns once every node answers ShouldRateLimit
 // and sees n members.
 func startSluice(ctx context.Context, dir, bin, configDir string, n int) ([]*sluiceNode, []*rlsClient, error) {
-	ports, err := freePorts(3 * n)
+	ports, err := freePorts(4 * n)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,10 +40,10 @@ func startSluice(ctx context.Context, dir, bin, configDir string, n int) ([]*slu
 		return nil, nil, err
 	}
 	for i := range n {
-		nd := &sluiceNode{grpc: loopback(ports[3*i]), http: loopback(ports[3*i+1]), gossip: loopback(ports[3*i+2])}
+		nd := &sluiceNode{grpc: loopback(ports[4*i]), http: loopback(ports[4*i+1]), gossip: loopback(ports[4*i+2])}
 		name := fmt.Sprintf("sluice-%d", i+1)
 		args := []string{"serve", "--node-name", name, "--grpc-addr", nd.grpc, "--http-addr", nd.http,
-			"--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "2s", "--rls-config", configDir}
+			"--peer-addr", loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "2s", "--rls-config", configDir}
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
 		}
