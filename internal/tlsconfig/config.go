@@ -84,7 +84,7 @@ func (c *clientCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo,
 
 // Info describes the protocol (TLS).
 func (c *clientCreds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2", ServerName: c.serverName}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 
 // Clone returns a copy.
