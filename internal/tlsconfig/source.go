@@ -82,10 +82,12 @@ type Source struct {
 	files []File
 	log   *slog.Logger
 	cur   atomic.Pointer[Material]
+	// next is when (UnixNano) the files are due for a check: the fast
+	// path of Current reads it without locking.
+	next atomic.Int64
 
-	mu      sync.Mutex // serializes checks
-	checked time.Time
-	stamps  []stamp
+	mu     sync.Mutex // serializes checks
+	stamps []stamp
 	failed  bool // the last reload failed; logged once until it succeeds
 }
 
@@ -125,7 +127,8 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	s.cur.Store(m)
-	s.stamps, s.checked = stamps, cfg.Clock()
+	s.stamps = stamps
+	s.next.Store(s.due(cfg.Clock()))
 	return s, nil
 }
 
@@ -140,12 +143,15 @@ func (s *Source) Current() *Material {
 // reloads them when one changed. A failure keeps what is in force.
 func (s *Source) maybeReload() {
 	now := s.cfg.Clock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg.CheckInterval > 0 && now.Sub(s.checked) < s.cfg.CheckInterval {
+	if now.UnixNano() < s.next.Load() {
 		return
 	}
-	s.checked = now
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.UnixNano() < s.next.Load() {
+		return // another caller just checked
+	}
+	s.next.Store(s.due(now))
 	stamps, err := s.stat()
 	if err == nil && equalStamps(stamps, s.stamps) {
 		return
@@ -168,6 +174,14 @@ func (s *Source) maybeReload() {
 	s.cur.Store(m)
 	s.log.Info("tls: certificate reloaded", "file", s.cfg.Cert.Path, "subject", m.Cert.Leaf.Subject.String(),
 		"not_after", m.Cert.Leaf.NotAfter)
+}
+
+// due is when the next check after one at now is due.
+func (s *Source) due(now time.Time) int64 {
+	if s.cfg.CheckInterval < 0 {
+		return now.UnixNano() // every call
+	}
+	return now.Add(s.cfg.CheckInterval).UnixNano()
 }
 
 func equalStamps(a, b []stamp) bool {
