@@ -88,7 +88,7 @@ type Source struct {
 
 	mu     sync.Mutex // serializes checks
 	stamps []stamp
-	failed  bool // the last reload failed; logged once until it succeeds
+	failed bool // the last reload failed; logged once until it succeeds
 }
 
 // stamp is what a check compares: a file's modification time and size.
