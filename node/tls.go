@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/sluice-rl/sluice/internal/tlsconfig"
-	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/transport"
 )
 
 // validateTLS checks that the TLS settings come in usable combinations;
@@ -106,7 +106,7 @@ func loadTLS(cfg Config, log *slog.Logger) (security, error) {
 	sec.peerAuth = &tlsconfig.PeerAuth{
 		Source:  sec.peer,
 		Name:    cfg.peerName(),
-		Service: sluicev1.Peer_ServiceDesc.ServiceName,
+		Service: transport.PeerServiceName,
 		Logger:  log,
 	}
 	return sec, nil

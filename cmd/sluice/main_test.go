@@ -86,7 +86,11 @@ func startServer(t *testing.T, args ...string) *server {
 func startServerNamed(t *testing.T, name string, args ...string) *server {
 	t.Helper()
 	s := &server{grpc: freeAddr(t), http: freeAddr(t), stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc, "--peer-addr", freeAddr(t)}, args...)...)
+	peer := freeAddr(t)
+	for peer == s.grpc || peer == s.http {
+		peer = freeAddr(t)
+	}
+	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc, "--peer-addr", peer}, args...)...)
 	s.cmd.Env = append(os.Environ(), "SLUICE_HTTP_ADDR="+s.http)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
