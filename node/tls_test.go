@@ -196,7 +196,7 @@ func TestTLSPeerServiceRefusesNonPeers(t *testing.T) {
 	t.Run("shared CA", func(t *testing.T) {
 		// One CA for all: the public client certificate is valid for the
 		// peer listener's TLS, so the peer rule is all that stands.
-		peerOfPublic := p.public.Peer(t, "node", "sluice-peer")
+		peerOfPublic := p.public.PeerAndServer(t, "node", "sluice-peer")
 		dir := t.TempDir()
 		cert, key := testcerts.WritePair(t, dir, "peer", peerOfPublic)
 		n := startNode(t, func(c *node.Config) {

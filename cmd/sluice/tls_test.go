@@ -15,7 +15,7 @@ func TestCLITLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "ca")
 	caFile := testcerts.Write(t, dir, "ca.crt", ca.PEM)
-	cert, key := testcerts.WritePair(t, dir, "node", ca.Peer(t, "node", "sluice-peer"))
+	cert, key := testcerts.WritePair(t, dir, "node", ca.PeerAndServer(t, "node", "sluice-peer"))
 	ccert, ckey := testcerts.WritePair(t, dir, "client", ca.Client(t, "cli"))
 	s := startServer(t, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-client-ca-file", caFile)
 	tlsArgs := []string{"--addr", s.grpc, "--tls-ca-file", caFile, "--tls-cert-file", ccert, "--tls-key-file", ckey}

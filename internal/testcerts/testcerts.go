@@ -126,10 +126,16 @@ func (ca *CA) Client(t testing.TB, cn string) Pair {
 	return ca.Issue(t, Options{CommonName: cn, Client: true})
 }
 
-// Peer issues a peer certificate: server and client usages, the peer
-// name as a DNS SAN, plus localhost and 127.0.0.1, so that one
-// certificate can also serve the public listeners.
+// Peer issues a peer certificate: server and client usages and the peer
+// name as its only SAN, so that a peer dialed at an address is verified
+// by name.
 func (ca *CA) Peer(t testing.TB, cn, peerName string) Pair {
+	return ca.Issue(t, Options{CommonName: cn, Server: true, Client: true, DNSNames: []string{peerName}})
+}
+
+// PeerAndServer issues a certificate for both listeners of a node: the
+// peer name, localhost and 127.0.0.1, server and client usages.
+func (ca *CA) PeerAndServer(t testing.TB, cn, peerName string) Pair {
 	return ca.Issue(t, Options{CommonName: cn, Server: true, Client: true,
 		DNSNames: []string{peerName, "localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 }

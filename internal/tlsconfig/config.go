@@ -72,8 +72,14 @@ func (c *clientCreds) tls() credentials.TransportCredentials {
 	return credentials.NewTLS(ClientConfig(c.s, c.serverName, true))
 }
 
-// ClientHandshake does the handshake with the material in force.
+// ClientHandshake does the handshake with the material in force. The
+// server is verified under serverName when set, whatever the address
+// dialed: gRPC's TLS credentials take the name from the authority they
+// are given, which is the address (a pod IP) unless overridden here.
 func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	if c.serverName != "" {
+		authority = c.serverName
+	}
 	return c.tls().ClientHandshake(ctx, authority, conn)
 }
 
