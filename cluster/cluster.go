@@ -143,7 +143,9 @@ func New(cfg Config) (*Cluster, error) {
 // every Config.JoinRetry until one answers or another member contacts this
 // node first, and then, every Config.Rejoin, contacts the seed addresses
 // that are not members (see Config.Rejoin). Snapshots are delivered from
-// the start, while joining. Leave stops joining.
+// the start, while joining. Leave stops joining. With Config.GossipKeyFile,
+// Run also watches the key file and reloads the keyring when it changes
+// (see ReloadGossipKeys).
 //
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
