@@ -22,7 +22,17 @@ import (
 	"github.com/sluice-rl/sluice/client"
 )
 
-const image = "sluice:dev"
+// image is the image under test: sluice:dev (`make image`), or
+// $SLUICE_E2E_IMAGE, so that worktrees sharing one Docker daemon can test
+// images of their own.
+var image = imageUnderTest()
+
+func imageUnderTest() string {
+	if v := os.Getenv("SLUICE_E2E_IMAGE"); v != "" {
+		return v
+	}
+	return "sluice:dev"
+}
 
 // docker runs the docker CLI and returns its trimmed combined output.
 func docker(args ...string) (string, error) {
@@ -98,12 +108,22 @@ type cluster struct {
 	prefix     string
 	clusterNet string
 	rlsDir     string // the RLS configuration every node loads (SLUICE_RLS_CONFIG)
+	keyFile    string // the gossip key file every node gets (SLUICE_GOSSIP_KEY_FILE); "" for none
 	subnet     string // e.g. 10.213.7.
 	nodes      map[string]*node
 }
 
-func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, prefix: fmt.Sprintf("sluice-e2e-%d", os.Getpid()), nodes: map[string]*node{}}
+func newCluster(t *testing.T, n int) *cluster { return newClusterWith(t, n, "", "") }
+
+// newClusterWith is newCluster with a name of its own in the container
+// names (so that it never meets another test's containers) and, unless
+// keyFile is "", gossip encrypted with the keys in keyFile.
+func newClusterWith(t *testing.T, n int, name, keyFile string) *cluster {
+	prefix := fmt.Sprintf("sluice-e2e-%d", os.Getpid())
+	if name != "" {
+		prefix = fmt.Sprintf("sluice-e2e-%s-%d", name, os.Getpid())
+	}
+	c := &cluster{t: t, prefix: prefix, keyFile: keyFile, nodes: map[string]*node{}}
 	c.removeAll() // leftovers of an earlier run with this prefix
 	t.Cleanup(c.teardown)
 	c.clusterNet = c.prefix + "-cluster"
@@ -144,7 +164,10 @@ func (c *cluster) names(shorts ...string) []string {
 }
 
 // addNode creates and starts node i, joining the nodes named in seeds.
-func (c *cluster) addNode(i int, seeds []string) *node {
+func (c *cluster) addNode(i int, seeds []string) *node { return c.addNodeWith(i, seeds, c.keyFile) }
+
+// addNodeWith is addNode with its own gossip key file ("" for none).
+func (c *cluster) addNodeWith(i int, seeds []string, keyFile string) *node {
 	t := c.t
 	n := &node{short: fmt.Sprintf("n%d", i)}
 	n.name = c.prefix + "-" + n.short
@@ -158,8 +181,12 @@ func (c *cluster) addNode(i int, seeds []string) *node {
 	for _, s := range c.names(seeds...) {
 		join = append(join, s+":7946")
 	}
+	var keyEnv []string
+	if keyFile != "" {
+		keyEnv = []string{"-e", "SLUICE_GOSSIP_KEY_FILE=" + keyMount}
+	}
 	mustDocker(t, "network", "create", n.clientNet)
-	mustDocker(t, "create", "--name", n.name, "--hostname", n.name, "--network", n.clientNet,
+	mustDocker(t, append(append([]string{"create", "--name", n.name}, keyEnv...), "--hostname", n.name, "--network", n.clientNet,
 		"-p", fmt.Sprintf("127.0.0.1:%d:8081", n.grpcPort),
 		"-p", fmt.Sprintf("127.0.0.1:%d:8080", n.httpPort),
 		"-e", "SLUICE_NODE_NAME="+n.name,
@@ -168,10 +195,13 @@ func (c *cluster) addNode(i int, seeds []string) *node {
 		"-e", "SLUICE_JOIN="+strings.Join(join, ","),
 		"-e", "SLUICE_LOG_FORMAT=text",
 		"-e", "SLUICE_RLS_CONFIG="+rlsMount,
-		image)
+		image)...)
 	// Copied in rather than bind-mounted, so that it works with a remote
 	// daemon too; the container keeps it across stop and start.
 	mustDocker(t, "cp", c.rlsDir, n.name+":"+rlsMount)
+	if keyFile != "" {
+		mustDocker(t, "cp", keyFile, n.name+":"+keyMount)
+	}
 	mustDocker(t, "network", "connect", "--ip", n.ip, c.clusterNet, n.name)
 	mustDocker(t, "start", n.name)
 	// The nodes advertise their cluster-network addresses, which the test
