@@ -95,6 +95,10 @@ func (k *keys) fingerprints() []string {
 // GossipKeyStatus returns the state of this node's gossip keyring.
 func (c *Cluster) GossipKeyStatus() GossipKeyStatus {
 	k := c.keys
+	// memberlist's RemoveKey shifts keys inside the slice GetKeys returned
+	// earlier: read it only between reloads.
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	s := GossipKeyStatus{Enabled: k.ring != nil, Reloads: k.reloads.Load(), Rejected: k.rejected.Load()}
 	if s.Keys = k.fingerprints(); len(s.Keys) > 0 {
 		s.Primary = s.Keys[0]
@@ -141,6 +145,8 @@ func (c *Cluster) ReloadGossipKeys() error {
 	if err := k.ring.UseKey(loaded[0]); err != nil { // added above
 		return fmt.Errorf("cluster: gossip key file %s: %w", k.path, err)
 	}
+	// UseKey installed a fresh slice: RemoveKey, which shifts keys in place,
+	// no longer touches the one memberlist's readers held before.
 	for _, key := range installed {
 		if !containsKey(loaded, key) {
 			if err := k.ring.RemoveKey(key); err != nil { // not the primary: that is loaded[0]
