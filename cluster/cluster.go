@@ -31,6 +31,7 @@ type Cluster struct {
 	gossip    string          // advertised "ip:port"
 	self      map[string]bool // addresses that reach this node, skipped as seeds
 	departFor time.Duration   // how long State remembers departed members
+	keys      *keys           // the gossip keyring, if encrypted
 
 	changed chan struct{} // buffer 1: the member table changed
 	done    chan struct{} // closed by Shutdown
@@ -83,6 +84,10 @@ func New(cfg Config) (*Cluster, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	gk, err := newKeys(cfg.GossipKeyFile)
+	if err != nil {
+		return nil, err
+	}
 
 	c := &Cluster{
 		cfg:      cfg,
@@ -95,6 +100,7 @@ func New(cfg Config) (*Cluster, error) {
 		members:  make(map[string]Member),
 		leaving:  make(map[string]bool),
 		departed: make(map[string]departure),
+		keys:     gk,
 	}
 
 	mc := cfg.memberlistConfig()
@@ -102,6 +108,7 @@ func New(cfg Config) (*Cluster, error) {
 	mc.Events = events{c}
 	mc.Conflict = events{c}
 	mc.Logger = newMemberlistLogger(c.log)
+	gk.configure(mc)
 	c.departFor = mc.GossipToTheDeadTime
 
 	ml, err := memberlist.Create(mc)
@@ -122,7 +129,7 @@ func New(cfg Config) (*Cluster, error) {
 	// memberlist wrote the port it bound into mc.BindPort.
 	c.self = selfAddrs(c.gossip, net.ParseIP(mc.BindAddr), uint16(mc.BindPort))
 	c.Snapshot() // version 1: this node alone
-	c.log.Debug("cluster: gossip listening", "addr", c.gossip, "preset", cfg.Preset)
+	c.log.Debug("cluster: gossip listening", "addr", c.gossip, "preset", cfg.Preset, "encrypted", gk.ring != nil)
 	return c, nil
 }
 
@@ -136,7 +143,9 @@ func New(cfg Config) (*Cluster, error) {
 // every Config.JoinRetry until one answers or another member contacts this
 // node first, and then, every Config.Rejoin, contacts the seed addresses
 // that are not members (see Config.Rejoin). Snapshots are delivered from
-// the start, while joining. Leave stops joining.
+// the start, while joining. Leave stops joining. With Config.GossipKeyFile,
+// Run also watches the key file and reloads the keyring when it changes
+// (see ReloadGossipKeys).
 //
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
@@ -158,6 +167,13 @@ func (c *Cluster) Run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 	}()
+	if c.keys.ring != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.watchKeys(ctx)
+		}()
+	}
 	if len(c.cfg.Join) == 0 {
 		c.joined.Store(true)
 	} else {

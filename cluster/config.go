@@ -102,6 +102,24 @@ type Config struct {
 	// must not call Run.
 	OnChange func(Snapshot)
 
+	// GossipKeyFile, if not empty, turns on gossip encryption: the file
+	// holds the keyring, one base64 AES key per line, the first the
+	// primary that encrypts, every one accepted for decryption (see
+	// LoadGossipKeyFile for the format). Every message and push/pull
+	// stream is then encrypted and authenticated (AES-GCM), and
+	// unencrypted ones are refused both ways (memberlist's
+	// GossipVerifyIncoming and GossipVerifyOutgoing), so a node with
+	// another key, or with none, cannot join. New reads the file (a bad
+	// one is a *ConfigError for "GossipKeyFile" naming the file and line);
+	// Run watches it and ReloadGossipKeys re-reads it, updating the keyring
+	// in place, which is how keys are rotated without a restart (see the
+	// package documentation). Empty means gossip in clear text.
+	GossipKeyFile string
+
+	// KeyDebounce is how long the watch of GossipKeyFile waits after a
+	// change before re-reading the file. Zero means DefaultKeyDebounce.
+	KeyDebounce time.Duration
+
 	// Logger receives this package's messages and memberlist's own log
 	// output, the latter at slog.LevelDebug with memberlist's severity in
 	// the "memberlist_level" attribute. Nil discards both.
@@ -169,6 +187,9 @@ func (c Config) withDefaults() Config {
 	if c.Preset == "" {
 		c.Preset = PresetLAN
 	}
+	if c.KeyDebounce == 0 {
+		c.KeyDebounce = DefaultKeyDebounce
+	}
 	if c.Join != nil {
 		c.Join = append([]string(nil), c.Join...)
 	}
@@ -218,6 +239,11 @@ func (c Config) validate() error {
 	}
 
 	errs = append(errs, c.Meta.validate()...)
+
+	if c.KeyDebounce < 0 {
+		bad("KeyDebounce", "must not be negative, got %v", c.KeyDebounce)
+	}
+	// GossipKeyFile's contents are checked by New, which reads the file.
 
 	switch c.Preset {
 	case PresetLAN, PresetLocal:

@@ -50,6 +50,33 @@
 // a "leaving" flag in the node metadata, so the others record Left rather
 // than Dead when the node's leave message arrives.
 //
+// # Gossip encryption
+//
+// Config.GossipKeyFile turns on memberlist's encryption: every UDP message
+// and TCP push/pull stream is sealed with AES-GCM under the primary key of
+// a keyring, and anything not encrypted, or encrypted under a key this
+// node does not hold, is dropped (GossipVerifyIncoming and
+// GossipVerifyOutgoing). A node with another key, or with none, therefore
+// cannot join, and cannot read or forge membership or metadata. The file
+// holds one base64 key per line (16, 24 or 32 bytes: AES-128, -192, -256);
+// the first is the primary, which encrypts, and every key decrypts (see
+// LoadGossipKeyFile).
+//
+// Run watches the file's directory (an atomic rename, a symlink swap and a
+// Kubernetes Secret's "..data" swap are all seen) and ReloadGossipKeys
+// re-reads it on demand; the keyring is updated in place, without a
+// restart. A bad file keeps the keyring in force. Rotate a key in three
+// steps, each applied to every node before the next begins:
+//
+//  1. add the new key as a secondary (second line): every node now
+//     decrypts both, and still encrypts with the old;
+//  2. make the new key the primary (swap the lines): nodes that switched
+//     send under the new key, which the others already accept;
+//  3. remove the old key.
+//
+// Skipping step 1 splits the cluster for as long as the nodes disagree:
+// a node that only knows the new key drops everything the others send.
+//
 // # Seeds and Kubernetes
 //
 // Config.Join lists "host:port" seeds. Every attempt resolves each host name

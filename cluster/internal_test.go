@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -76,4 +77,29 @@ func TestMemberlistLog(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("logged %q at info level", buf.String())
 	}
+}
+
+// FuzzParseGossipKeys: any file contents give keys that memberlist accepts
+// or a *KeyFileError, never a panic.
+func FuzzParseGossipKeys(f *testing.F) {
+	f.Add([]byte("AAAAAAAAAAAAAAAAAAAAAA==\n"))
+	f.Add([]byte("# c\n\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\nAAAAAAAAAAAAAAAAAAAAAA==\n"))
+	f.Add([]byte("AAAA\r\n"))
+	f.Add([]byte("\x00\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		keys, err := parseGossipKeys("f", b)
+		if err != nil {
+			var kfe *KeyFileError
+			if !errors.As(err, &kfe) || kfe.Path != "f" {
+				t.Fatalf("err = %v, want a *KeyFileError for f", err)
+			}
+			return
+		}
+		if len(keys) == 0 || len(keys) > MaxGossipKeys {
+			t.Fatalf("%d keys", len(keys))
+		}
+		if _, err := memberlist.NewKeyring(keys[1:], keys[0]); err != nil {
+			t.Fatalf("memberlist refuses the keys: %v", err)
+		}
+	})
 }

@@ -1,7 +1,9 @@
 // Package deploy holds the deployment files (Kubernetes manifests, a
 // compose file, the Envoy rate limit rules they mount); its test checks them
 // as far as this machine allows: they parse, and carry the fields a Sluice
-// cluster needs. It also checks the configuration blocks of docs/envoy.md:
+// cluster needs, and the secure overlay (deploy/kubernetes-secure:
+// cert-manager certificates, TLS and gossip key wiring, NetworkPolicy) names
+// real `sluice serve` flags and Secrets that hold the files. It also checks the configuration blocks of docs/envoy.md:
 // Envoy's in Envoy's protos (go-control-plane, validated), the rules with
 // package rls, and that the example requests get the rules the page says.
 // Nothing here claims they were applied to a Kubernetes cluster, an Istio

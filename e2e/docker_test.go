@@ -110,6 +110,7 @@ type cluster struct {
 	prefix     string
 	clusterNet string
 	rlsDir     string // the RLS configuration every node loads (SLUICE_RLS_CONFIG)
+	keyFile    string // the gossip key file every node gets (SLUICE_GOSSIP_KEY_FILE); "" for none
 	subnet     string // e.g. 10.213.7.
 	nodes      map[string]*node
 	opts       clusterOpts
@@ -127,6 +128,12 @@ type clusterOpts struct {
 	tls *tls.Config
 	// publishPeer publishes each node's peer port on 127.0.0.1.
 	publishPeer bool
+	// name, if set, goes into the container names, so that the cluster
+	// never meets another test's containers.
+	name string
+	// keyFile, if set, is the gossip key file every node gets
+	// (SLUICE_GOSSIP_KEY_FILE); "" for clear-text gossip.
+	keyFile string
 }
 
 // tlsMount is where clusterOpts.files is copied.
@@ -135,7 +142,11 @@ const tlsMount = "/tls"
 func newCluster(t *testing.T, n int) *cluster { return newClusterOpts(t, n, clusterOpts{}) }
 
 func newClusterOpts(t *testing.T, n int, opts clusterOpts) *cluster {
-	c := &cluster{t: t, prefix: fmt.Sprintf("sluice-e2e-%d", os.Getpid()), nodes: map[string]*node{}, opts: opts}
+	prefix := fmt.Sprintf("sluice-e2e-%d", os.Getpid())
+	if opts.name != "" {
+		prefix = fmt.Sprintf("sluice-e2e-%s-%d", opts.name, os.Getpid())
+	}
+	c := &cluster{t: t, prefix: prefix, keyFile: opts.keyFile, nodes: map[string]*node{}, opts: opts}
 	c.removeAll() // leftovers of an earlier run with this prefix
 	t.Cleanup(c.teardown)
 	c.clusterNet = c.prefix + "-cluster"
@@ -176,7 +187,10 @@ func (c *cluster) names(shorts ...string) []string {
 }
 
 // addNode creates and starts node i, joining the nodes named in seeds.
-func (c *cluster) addNode(i int, seeds []string) *node {
+func (c *cluster) addNode(i int, seeds []string) *node { return c.addNodeWith(i, seeds, c.keyFile) }
+
+// addNodeWith is addNode with its own gossip key file ("" for none).
+func (c *cluster) addNodeWith(i int, seeds []string, keyFile string) *node {
 	t := c.t
 	n := &node{short: fmt.Sprintf("n%d", i)}
 	n.name = c.prefix + "-" + n.short
@@ -189,6 +203,10 @@ func (c *cluster) addNode(i int, seeds []string) *node {
 	var join []string
 	for _, s := range c.names(seeds...) {
 		join = append(join, s+":7946")
+	}
+	var keyEnv []string
+	if keyFile != "" {
+		keyEnv = []string{"-e", "SLUICE_GOSSIP_KEY_FILE=" + keyMount}
 	}
 	mustDocker(t, "network", "create", n.clientNet)
 	args := []string{"create", "--name", n.name, "--hostname", n.name, "--network", n.clientNet,
@@ -205,6 +223,7 @@ func (c *cluster) addNode(i int, seeds []string) *node {
 		n.peerPort = freePort(t)
 		args = append(args, "-p", fmt.Sprintf("127.0.0.1:%d:8082", n.peerPort))
 	}
+	args = append(args, keyEnv...)
 	for _, e := range c.opts.env {
 		args = append(args, "-e", e)
 	}
@@ -212,6 +231,9 @@ func (c *cluster) addNode(i int, seeds []string) *node {
 	// Copied in rather than bind-mounted, so that it works with a remote
 	// daemon too; the container keeps it across stop and start.
 	mustDocker(t, "cp", c.rlsDir, n.name+":"+rlsMount)
+	if keyFile != "" {
+		mustDocker(t, "cp", keyFile, n.name+":"+keyMount)
+	}
 	if c.opts.files != "" {
 		mustDocker(t, "cp", c.opts.files, n.name+":"+tlsMount)
 	}

@@ -90,6 +90,15 @@ type Config struct {
 	// several addresses (a StatefulSet's headless Service). Empty means a
 	// cluster of one that others may join.
 	Join []string
+	// GossipKeyFile, if not empty, encrypts gossip with the keyring in this
+	// file: one base64 AES key (16, 24 or 32 bytes) per line, the first
+	// the primary that encrypts, all accepted for decryption (see
+	// cluster.LoadGossipKeyFile). Nodes with another key, or none, do not
+	// join. The file is watched and re-read on SIGHUP (Reload), so keys
+	// rotate without a restart; a bad file keeps the keyring in force and
+	// counts in sluice_gossip_key_reloads_total{result="rejected"}. A bad
+	// file at start is an error of New. Empty means gossip in clear text.
+	GossipKeyFile string
 	// ClusterPreset selects memberlist timings: "lan" or "local" (tests).
 	ClusterPreset string
 	// Ring configures consistent hashing; every node must use the same.

@@ -132,10 +132,14 @@ func New(cfg Config) (n *Node, err error) {
 	ccfg.BindAddr = cfg.GossipAddr
 	ccfg.AdvertiseAddr = cfg.GossipAdvertiseAddr
 	ccfg.Join = cfg.Join
+	ccfg.GossipKeyFile = cfg.GossipKeyFile
 	ccfg.Meta = cluster.NodeMeta{Version: version.String()}
 	ccfg.OnChange = n.onMembership
 	ccfg.Logger = log
 	if n.cluster, err = cluster.New(ccfg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err = registerGossipKeyMetrics(reg, n.cluster); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if n.grpcAdv, err = advertise(cfg.GRPCAdvertiseAddr, n.grpcLn.Addr().String(), n.cluster.GossipAddr()); err != nil {
@@ -296,10 +300,13 @@ func (n *Node) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// Reload re-reads the policy file and the RLS configuration (SIGHUP). A
-// bad file keeps what is in force and returns why.
+// Reload re-reads the policy file, the RLS configuration and the gossip
+// key file (SIGHUP). A bad file keeps what is in force and returns why.
 func (n *Node) Reload() error {
 	var errs []error
+	if err := n.cluster.ReloadGossipKeys(); err != nil {
+		errs = append(errs, fmt.Errorf("node: reload: %w", err))
+	}
 	if n.rlsLoad != nil {
 		if err := n.rlsLoad.Reload(); err != nil {
 			errs = append(errs, fmt.Errorf("node: reload: %w", err))

@@ -36,6 +36,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "gossip (memberlist) listen address")
 	fs.StringVar(&cfg.GRPCAdvertiseAddr, "grpc-advertise-addr", "", "public gRPC address of this node, that clients learn from the Membership API (default: the listener's, with the gossip host)")
 	fs.StringVar(&cfg.GossipAdvertiseAddr, "gossip-advertise-addr", "", "gossip address other nodes reach this one at (default: derived from --gossip-addr)")
+	fs.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "encrypt gossip with the keys in this file: one base64 AES key (16, 24 or 32 bytes) per line, the first encrypts, all decrypt; watched and reloaded on SIGHUP, so keys rotate without a restart (default: gossip in clear text)")
 	fs.Var(&join, "join", "comma-separated host:port gossip seeds to join; a host may be a DNS name with several addresses")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", cfg.PeerTimeout, "deadline of each call to another node")
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
