@@ -67,6 +67,7 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("node: policies: %w", err)
 		}
 	}
+	cfg.Bounds = cfg.Bounds.withDefaults()
 	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1)}
 	built := n // the error returns below set n to nil
 	defer func() {
@@ -140,7 +141,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm}); err != nil {
+	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, ServerOptions: cfg.Bounds.grpcOptions()}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
@@ -154,20 +155,17 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.peerSrv.Register(n.grpc.Server)
 	handler, err := api.NewHTTPHandler(api.HTTPConfig{
-		Checker:  n.limiter,
-		Gatherer: reg,
-		Metrics:  tm,
-		Ready:    n.Ready,
-		Logger:   log,
+		Checker:      n.limiter,
+		Gatherer:     reg,
+		Metrics:      tm,
+		Ready:        n.Ready,
+		Logger:       log,
+		MaxBodyBytes: cfg.Bounds.HTTPMaxBodyBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.http = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	n.http = cfg.Bounds.httpServer(handler, log)
 	return n, nil
 }
 
