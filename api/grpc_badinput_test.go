@@ -123,6 +123,23 @@ func TestGRPCBadInput(t *testing.T) {
 			wantInvalid(t, err, tc.field)
 		})
 	}
+	t.Run("CheckStream/too many items", func(t *testing.T) {
+		st, err := c.CheckStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = st.CloseSend() }()
+		if err := st.Send(&sluicev1.CheckStreamRequest{Id: 1, Items: many}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := st.Recv()
+		if err != nil || len(resp.GetResults()) != len(many) {
+			t.Fatalf("%d results, %v; want %d", len(resp.GetResults()), err, len(many))
+		}
+		if e := resp.GetResults()[0].GetError(); codes.Code(e.GetCode()) != codes.InvalidArgument || e.GetField() != "items" {
+			t.Fatalf("result error %+v, want INVALID_ARGUMENT naming items", e)
+		}
+	})
 	conc := lim(sluicev1.Algorithm_ALGORITHM_CONCURRENCY, 4, 0, 0)
 	t.Run("Acquire/ttl above MaxLeaseTTL", func(t *testing.T) {
 		_, err := c.Acquire(ctx, &sluicev1.AcquireRequest{Key: "k", Spec: &sluicev1.AcquireRequest_Limit{Limit: conc}, Ttl: durationpb.New(limiter.MaxLeaseTTL + time.Second)})

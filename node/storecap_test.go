@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/node"
@@ -60,6 +61,13 @@ func TestStoreCapRefusesNewKeys(t *testing.T) {
 		t.Fatalf("a stored key at the cap: %+v", r)
 	}
 
+	// Acquire needs a new key too: the call fails with RESOURCE_EXHAUSTED.
+	_, err = rl.Acquire(ctx, &sluicev1.AcquireRequest{Key: "lease-new", Spec: &sluicev1.AcquireRequest_Limit{
+		Limit: &sluicev1.Limit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("Acquire at the cap: %v, want ResourceExhausted", err)
+	}
+
 	// HTTP: 503, the item's error in JSON.
 	resp, err := http.Post("http://"+n.HTTPAddr()+"/v1/check", "application/json",
 		strings.NewReader(`{"checks":[{"key":"http-new","limit":100,"period":"1m"}]}`))
@@ -101,7 +109,7 @@ func TestStoreCapRefusesNewKeys(t *testing.T) {
 			refused, _ = strconv.ParseFloat(v, 64)
 		}
 	}
-	if refused < 2 {
-		t.Fatalf("sluice_store_refused_keys_total = %v, want >= 2 (one gRPC, one HTTP)", refused)
+	if refused < 3 {
+		t.Fatalf("sluice_store_refused_keys_total = %v, want >= 3 (Check, Acquire, HTTP)", refused)
 	}
 }
