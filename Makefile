@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test bench bench-compare proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
+.PHONY: all build run test fuzz fuzz-short bench bench-compare proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
 
 all: build
 
@@ -23,9 +23,37 @@ build:
 run: build
 	./$(BIN)/sluice serve
 
-## test: every test, with the race detector
+## test: every test, with the race detector, then each fuzz target briefly (fuzz-short)
 test:
 	$(GO) test $(TESTFLAGS) ./...
+	$(MAKE) --no-print-directory fuzz-short
+
+# FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
+FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit \
+	policy:FuzzParse rls:FuzzParse \
+	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults \
+	cluster:FuzzDecodeMeta
+FUZZ_PKGS      := $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))
+FUZZTIME       ?= 2s
+
+## fuzz: run each fuzz target for FUZZTIME (e.g. make fuzz FUZZTIME=5m). Each package's
+## instrumented test binary is built once (bin/fuzz) and run in its directory, so a failure
+## is saved under the package's testdata/fuzz, which go test replays from then on; the
+## corpus grows in go's cache as with go test -fuzz.
+fuzz:
+	@set -e; mkdir -p $(BIN)/fuzz; \
+	cache=$$($(GO) env GOCACHE)/fuzz/$$($(GO) list -m); \
+	for p in $(FUZZ_PKGS); do $(GO) test -c -fuzz . -o $(BIN)/fuzz/$$p.test ./$$p; done; \
+	for t in $(FUZZ_TARGETS); do \
+		p=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$p $$fn ($(FUZZTIME))"; \
+		(cd $$p && $(CURDIR)/$(BIN)/fuzz/$$p.test -test.run '^$$' -test.fuzz "^$$fn\$$" \
+			-test.fuzztime $(FUZZTIME) -test.fuzzcachedir $$cache/$$p); \
+	done
+
+## fuzz-short: each fuzz target for 2 s (part of make test)
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
 
 ## bench: the benchmarks whose figures are in docs/benchmarks.md
 bench:

@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -69,10 +70,13 @@ type HTTPConfig struct {
 	Ready func() bool
 	// Logger receives unexpected errors; nil discards them.
 	Logger *slog.Logger
+	// MaxBodyBytes bounds a request's body: a larger one is answered 413
+	// with a JSON body naming "body". 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
 }
 
-// MaxBodyBytes bounds the body of an HTTP request.
-const MaxBodyBytes = 1 << 20
+// DefaultMaxBodyBytes is the default bound on a request's body.
+const DefaultMaxBodyBytes = 1 << 20
 
 // httpAPI is the handler NewHTTPHandler returns.
 type httpAPI struct {
@@ -80,6 +84,7 @@ type httpAPI struct {
 	metrics http.Handler
 	ready   func() bool
 	log     *slog.Logger
+	maxBody int64
 
 	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics prometheus.Observer
 }
@@ -89,7 +94,13 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	if cfg.Checker == nil {
 		return nil, fmt.Errorf("%w: HTTPConfig.Checker: is required", ErrInvalidConfig)
 	}
-	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("%w: HTTPConfig.MaxBodyBytes: must be >= 0 (0: the default)", ErrInvalidConfig)
+	}
+	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger, maxBody: cfg.MaxBodyBytes}
+	if a.maxBody == 0 {
+		a.maxBody = DefaultMaxBodyBytes
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -181,7 +192,7 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	var body *bytes.Buffer
 	if r.Method == http.MethodPost {
-		if body, herr = readBody(w, r); herr != nil {
+		if body, herr = readBody(w, r, a.maxBody); herr != nil {
 			writeError(w, herr)
 			return
 		}
@@ -360,28 +371,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// readBody reads r's body, at most MaxBodyBytes of it, into a pooled
-// buffer that the caller returns with putBuffer.
-func readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, *httpError) {
-	if r.ContentLength > MaxBodyBytes {
-		return nil, tooLarge()
+// readBody reads r's body, at most limit bytes of it, into a pooled
+// buffer that the caller returns with putBuffer. A larger body is a 413; a
+// body still arriving when the server's read deadline passes (a slow
+// client) is a 408.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) (*bytes.Buffer, *httpError) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
 	}
 	buf := getBuffer()
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		putBuffer(buf)
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge()
+		var (
+			mbe *http.MaxBytesError
+			ne  net.Error
+		)
+		switch {
+		case errors.As(err, &mbe):
+			return nil, tooLarge(limit)
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, &httpError{status: http.StatusRequestTimeout, field: "body", msg: "body: not received in time"}
 		}
 		return nil, badRequest("body", "reading the body: "+err.Error())
 	}
 	return buf, nil
 }
 
-func tooLarge() *httpError {
+func tooLarge(limit int64) *httpError {
 	return &httpError{status: http.StatusRequestEntityTooLarge, field: "body",
-		msg: fmt.Sprintf("body: larger than %d bytes", MaxBodyBytes)}
+		msg: fmt.Sprintf("body: larger than %d bytes", limit)}
 }
 
 var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -389,7 +408,7 @@ var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func getBuffer() *bytes.Buffer { return bufferPool.Get().(*bytes.Buffer) }
 
 func putBuffer(b *bytes.Buffer) {
-	if b.Cap() > 4*MaxBodyBytes {
+	if b.Cap() > 4*DefaultMaxBodyBytes {
 		return // do not pin huge buffers (a very large answer)
 	}
 	b.Reset()

@@ -437,7 +437,7 @@ func TestHTTPQueryBadInput(t *testing.T) {
 
 func TestHTTPBodyTooLarge(t *testing.T) {
 	ts := newTestServer(t, serverOpts{})
-	body := `{"checks":[{"key":"` + strings.Repeat("k", MaxBodyBytes) + `"}]}`
+	body := `{"checks":[{"key":"` + strings.Repeat("k", DefaultMaxBodyBytes) + `"}]}`
 	a := post(t, ts.Server, body)
 	if a.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("got %d, want 413", a.status)

@@ -174,6 +174,11 @@ type rlsScratch struct {
 	res  []limiter.Result
 }
 
+// MaxDescriptors is the most descriptors one ShouldRateLimit request may
+// carry (Envoy sends one per matching rate limit action, a handful), as
+// many as the items of one Check.
+const MaxDescriptors = limiter.MaxItems
+
 // ShouldRateLimit answers one request from Envoy.
 func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
@@ -186,6 +191,9 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	case len(descs) == 0:
 		s.metrics.serviceError.Inc()
 		return nil, wire.InvalidArgument("descriptors", "rate limit descriptor list must not be empty")
+	case len(descs) > MaxDescriptors:
+		s.metrics.serviceError.Inc()
+		return nil, wire.InvalidArgument("descriptors", fmt.Sprintf("%d descriptors, at most %d per request", len(descs), MaxDescriptors))
 	}
 	cfg := s.config.Load()
 	sc, _ := s.scratch.Get().(*rlsScratch)

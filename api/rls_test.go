@@ -270,6 +270,10 @@ func TestRLSBadRequests(t *testing.T) {
 	h := newRLSHarness(t, rlsConfig)
 	noUnit := desc("path=/a")
 	noUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
+	manyDescs := make([]*rlcommon.RateLimitDescriptor, MaxDescriptors+1)
+	for i := range manyDescs {
+		manyDescs[i] = desc("path=/a")
+	}
 	for _, tt := range []struct {
 		req   *rlsv3.RateLimitRequest
 		field string
@@ -279,6 +283,7 @@ func TestRLSBadRequests(t *testing.T) {
 		{request("web", 0), "descriptors", "rate limit descriptor list must not be empty"},
 		{request("web", 0, desc("path=/a"), noUnit), "descriptors[1].limit.unit", "unknown unit 0"},
 		{request("web", 0, withHits(desc("path=/a"), math.MaxUint64)), "descriptors[0].hits_addend", "exceeds"},
+		{request("web", 0, manyDescs...), "descriptors", "1001 descriptors, at most 1000"},
 	} {
 		_, err := h.s.ShouldRateLimit(context.Background(), tt.req)
 		st := status.Convert(err)
@@ -286,8 +291,8 @@ func TestRLSBadRequests(t *testing.T) {
 			t.Errorf("%v: %v (field %q), want InvalidArgument naming %s: %s", tt.req, err, fieldOf(st), tt.field, tt.msg)
 		}
 	}
-	if got := testutil.ToFloat64(h.s.metrics.serviceError); got != 4 {
-		t.Errorf("service_error = %v, want 4", got)
+	if got := testutil.ToFloat64(h.s.metrics.serviceError); got != 5 {
+		t.Errorf("service_error = %v, want 5", got)
 	}
 }
 

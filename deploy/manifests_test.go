@@ -112,6 +112,18 @@ func TestKubernetesManifests(t *testing.T) {
 			env[m["name"].(string)] = v
 		}
 	}
+	// The store's memory cap derives from GOMEMLIMIT, which must follow
+	// the container's memory limit.
+	gomem := false
+	for _, e := range c.get("env").([]any) {
+		m := doc(e.(map[string]any))
+		if m.get("name") == "GOMEMLIMIT" && m.get("valueFrom.resourceFieldRef.resource") == "limits.memory" {
+			gomem = true
+		}
+	}
+	if !gomem || c.get("resources.limits.memory") == nil {
+		t.Error("GOMEMLIMIT is not set from the container's limits.memory (resourceFieldRef)")
+	}
 	if !strings.HasPrefix(env["SLUICE_JOIN"], "sluice-gossip:") {
 		t.Errorf("SLUICE_JOIN = %q, want the headless Service's name", env["SLUICE_JOIN"])
 	}

@@ -9,7 +9,10 @@ import (
 	"github.com/sluice-rl/sluice/policy"
 )
 
-// Bounds on requests.
+// Bounds on requests: with bucket's MaxLimit, MaxPeriod, MaxSlidingLogLimit
+// and MaxHitsLimit (checked by bucket.Limit.Validate), these are the bounds
+// every API (gRPC, HTTP, Envoy RLS) and the policy file enforce, through
+// Check's validation; each violation is a *FieldError naming the field.
 const (
 	// MaxKeyBytes is the longest key accepted.
 	MaxKeyBytes = 1024

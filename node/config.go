@@ -128,7 +128,13 @@ type Config struct {
 	// RLSMaxMetricKeys caps the request-derived series of the RLS metrics
 	// (see api.RLSConfig.MaxMetricKeys); 0 means the default.
 	RLSMaxMetricKeys int
-	// Store configures the key store (shards, memory cap).
+	// Bounds limit what callers may send and how long a connection may
+	// last (HTTP timeouts, header and body sizes, gRPC message size);
+	// zero fields take the defaults (see Bounds).
+	Bounds Bounds
+	// Store configures the key store (shards, memory cap). Store.MaxBytes
+	// 0 means no cap; DefaultConfig sets it from the memory available
+	// (see DefaultStoreMaxBytes).
 	Store store.Config
 	// SweepInterval is how often expired states are dropped from the store.
 	SweepInterval time.Duration
@@ -141,12 +147,15 @@ type Config struct {
 }
 
 // DefaultConfig is the configuration of `sluice serve` with no flags: a
-// single node that is a whole cluster of one.
+// single node that is a whole cluster of one, its store capped at
+// DefaultStoreMaxBytes(HostMemory()).
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	if host == "" {
 		host = "sluice"
 	}
+	st := store.DefaultConfig()
+	st.MaxBytes, _ = DefaultStoreMaxBytes(HostMemory())
 	return Config{
 		NodeName:        host,
 		GRPCAddr:        ":8081",
@@ -158,7 +167,7 @@ func DefaultConfig() Config {
 		Ring:            ring.DefaultConfig(),
 		PeerTimeout:     500 * time.Millisecond,
 		LeaveLinger:     2 * time.Second,
-		Store:           store.DefaultConfig(),
+		Store:           st,
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 	}
@@ -204,5 +213,8 @@ func (c *Config) validate() error {
 	case c.RLSMaxMetricKeys < 0:
 		return fmt.Errorf("%w: RLSMaxMetricKeys: must be >= 0", ErrInvalidConfig)
 	}
-	return c.validateTLS()
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	return c.Bounds.validate()
 }

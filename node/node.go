@@ -75,6 +75,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Bounds = cfg.Bounds.withDefaults()
 	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1), sec: sec}
 	built := n // the error returns below set n to nil
 	defer func() {
@@ -159,7 +160,8 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, ServerOptions: n.sec.publicGRPCOptions()}); err != nil {
+	opts := append(n.sec.publicGRPCOptions(), cfg.Bounds.grpcOptions()...)
+	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, ServerOptions: opts}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
@@ -170,21 +172,18 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	handler, err := api.NewHTTPHandler(api.HTTPConfig{
-		Checker:  n.limiter,
-		Gatherer: reg,
-		Metrics:  tm,
-		Ready:    n.Ready,
-		Logger:   log,
+		Checker:      n.limiter,
+		Gatherer:     reg,
+		Metrics:      tm,
+		Ready:        n.Ready,
+		Logger:       log,
+		MaxBodyBytes: cfg.Bounds.HTTPMaxBodyBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.http = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		TLSConfig:         n.sec.httpTLSConfig(),
-	}
+	n.http = cfg.Bounds.httpServer(handler, log)
+	n.http.TLSConfig = n.sec.httpTLSConfig()
 	return n, nil
 }
 

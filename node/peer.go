@@ -26,6 +26,7 @@ func (n *Node) newPeerServer(pm *transport.PeerMetrics) error {
 	// server (see api.NewGRPC) and the peers' dialers (transport).
 	opts := append([]grpc.ServerOption{wire.ServerOption(),
 		grpc.InitialWindowSize(wire.FlowWindow), grpc.InitialConnWindowSize(wire.FlowWindow)}, n.sec.peerServerOptions()...)
+	opts = append(opts, n.cfg.Bounds.grpcOptions()...)
 	n.peerGRPC = grpc.NewServer(opts...)
 	n.peerSrv.Register(n.peerGRPC)
 	return nil

@@ -42,7 +42,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
 	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies (SIGHUP reloads it)")
 	fs.StringVar(&cfg.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration of the Envoy rate limit service (envoy.service.ratelimit.v3, on the gRPC port): a YAML file or a directory of them, one domain each; watched, and reloaded on SIGHUP (default: no domains, every descriptor OK)")
-	fs.Int64Var(&cfg.Store.MaxBytes, "store-max-bytes", cfg.Store.MaxBytes, "memory cap of stored limit state in bytes; new keys beyond it are refused (0: no cap)")
+	capBytes, capFrom := node.DefaultStoreMaxBytes(node.HostMemory())
+	cfg.Store.MaxBytes = capBytes
+	fs.Var(int64Size(&cfg.Store.MaxBytes), "store-max-bytes", fmt.Sprintf("memory cap of stored limit state, e.g. 512MiB; new keys beyond it are refused with RESOURCE_EXHAUSTED (HTTP 503), stored ones keep working; 0: no cap; the default is %.0f%% of the memory available, here the %s", node.StoreMemoryShare*100, capFrom))
+	b := &cfg.Bounds
+	fs.DurationVar(&b.HTTPReadHeaderTimeout, "http-read-header-timeout", node.DefaultHTTPReadHeaderTimeout, "HTTP: bound on reading a request's headers")
+	fs.DurationVar(&b.HTTPReadTimeout, "http-read-timeout", node.DefaultHTTPReadTimeout, "HTTP: bound on reading a whole request, body included (a slower body is answered 408)")
+	fs.DurationVar(&b.HTTPWriteTimeout, "http-write-timeout", node.DefaultHTTPWriteTimeout, "HTTP: bound from the end of a request's headers to the end of its answer")
+	fs.DurationVar(&b.HTTPIdleTimeout, "http-idle-timeout", node.DefaultHTTPIdleTimeout, "HTTP: how long an idle keep-alive connection stays open (a proxy's upstream keep-alive should be shorter)")
+	b.HTTPMaxHeaderBytes, b.HTTPMaxBodyBytes, b.GRPCMaxRecvBytes = node.DefaultHTTPMaxHeaderBytes, node.DefaultHTTPMaxBodyBytes, node.DefaultGRPCMaxRecvBytes
+	fs.Var(intSizeFlag{&b.HTTPMaxHeaderBytes}, "http-max-header-bytes", "HTTP: bound on a request's headers (answered 431 beyond it)")
+	fs.Var(int64Size(&b.HTTPMaxBodyBytes), "http-max-body-bytes", "HTTP: bound on a request's body (answered 413 beyond it)")
+	fs.Var(intSizeFlag{&b.GRPCMaxRecvBytes}, "grpc-max-recv-bytes", "gRPC: bound on one received message (RESOURCE_EXHAUSTED beyond it)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long to drain in-flight calls on SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -77,7 +88,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopProfile()
-	cfg.Logger.Info("starting sluice", "version", version.String(), "node", cfg.NodeName)
+	cfg.Logger.Info("starting sluice", "version", version.String(), "node", cfg.NodeName,
+		"store_max_bytes", cfg.Store.MaxBytes, "store_max_bytes_default_from", capFrom)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -1,0 +1,42 @@
+package cluster
+
+import (
+	"testing"
+)
+
+// FuzzDecodeMeta: any node metadata gossiped by a member either decodes
+// or is an error; never a panic. What decodes encodes back (in the form it
+// came, leaving or not) to metadata that decodes to the same.
+func FuzzDecodeMeta(f *testing.F) {
+	for _, m := range []NodeMeta{{}, {GRPCAddr: "10.0.0.1:8081", Version: "v1.2.3"}, {GRPCAddr: "[::1]:1"}} {
+		for _, leaving := range []bool{false, true} {
+			b, err := m.encode(leaving)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"g":5}`))
+	f.Add([]byte(`{"g":"a:1","x":{"y":[1,2]},"l":"yes"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, leaving, err := decodeMeta(data)
+		if err != nil {
+			if m != (NodeMeta{}) || leaving {
+				t.Fatalf("an error %v with metadata %+v, leaving %v", err, m, leaving)
+			}
+			return
+		}
+		b, err := m.encode(leaving)
+		if err != nil {
+			// Longer than memberlist's limit once re-encoded (escapes):
+			// such metadata is never sent by a node.
+			return
+		}
+		m2, leaving2, err := decodeMeta(b)
+		if err != nil || m2 != m || leaving2 != leaving {
+			t.Fatalf("round trip %+v/%v -> %q -> %+v/%v (%v)", m, leaving, b, m2, leaving2, err)
+		}
+	})
+}
