@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,9 +15,12 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -47,8 +51,13 @@ import (
 //     quota_mode answers OK with its remaining and no reset;
 //   - overall_code is OVER_LIMIT when any descriptor is.
 //
-// An empty domain or an empty descriptor list is an error with the
-// reference's message (gRPC InvalidArgument, with a BadRequest detail).
+// An empty domain or an empty descriptor list is the reference's error:
+// gRPC Unknown with its message (a plain Go error in the reference), with a
+// BadRequest detail naming the field. So is a per-descriptor hits_addend
+// above 2^63-1, which the reference's Redis INCRBY cannot take: Unknown
+// with the reference's message, naming the counter's cache key; it counts
+// nothing, and the request's other descriptors are counted, as the
+// reference's pipeline counts them.
 
 // DefaultNearLimitRatio is the reference's NEAR_LIMIT_RATIO: the share of
 // a limit above which hits count as near_limit.
@@ -162,6 +171,8 @@ type descriptorCheck struct {
 	baseKey   string // the metric key when statsKey is over the cap
 	key       string // the limiter key
 	hits      int64
+	overflow  uint64 // a hits_addend above math.MaxInt64, not counted
+	counter   string // the counter key, for overflow's error
 	unlimited bool
 	req       int // index in the checks, -1 for none
 }
@@ -182,10 +193,10 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	switch {
 	case domain == "":
 		s.metrics.serviceError.Inc()
-		return nil, wire.InvalidArgument("domain", "rate limit domain must not be empty")
+		return nil, referenceError("domain", "rate limit domain must not be empty")
 	case len(descs) == 0:
 		s.metrics.serviceError.Inc()
-		return nil, wire.InvalidArgument("descriptors", "rate limit descriptor list must not be empty")
+		return nil, referenceError("descriptors", "rate limit descriptor list must not be empty")
 	}
 	cfg := s.config.Load()
 	sc, _ := s.scratch.Get().(*rlsScratch)
@@ -210,7 +221,7 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	reqs := sc.reqs[:0]
 	for i := range dcs {
 		dc := &dcs[i]
-		if dc.rule == nil {
+		if dc.rule == nil || dc.overflow != 0 {
 			continue
 		}
 		dc.req = len(reqs)
@@ -228,7 +239,11 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		s.metrics.storeError.Inc()
 		return nil, err
 	}
-	return s.respond(domain, dcs, results, s.clock()), nil
+	now := s.clock()
+	if err := s.overflowError(domain, dcs, now); err != nil {
+		return nil, err
+	}
+	return s.respond(domain, dcs, results, now), nil
 }
 
 // check decides reqs in one limiter call (several when there are more
@@ -279,15 +294,16 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 			key := rls.OverrideKey(domain, entries)
 			dc.rule = &rls.Rule{FullKey: key, RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit}
 			dc.statsKey, dc.baseKey = key, overrideBaseKey(domain, entries)
-			dc.key = limitKey(rls.CounterKey(domain, entries, nil))
+			dc.counter = rls.CounterKey(domain, entries, nil)
 		} else {
 			m, _ := rls.Lookup(cfg, domain, entries)
 			dc.rule, dc.statsKey = m.Rule, m.StatsKey
 			if m.Rule != nil {
 				dc.baseKey = m.Rule.FullKey
-				dc.key = limitKey(rls.CounterKey(domain, entries, m.Shared))
+				dc.counter = rls.CounterKey(domain, entries, m.Shared)
 			}
 		}
+		dc.key = limitKey(dc.counter)
 		if dc.rule == nil {
 			continue
 		}
@@ -301,30 +317,60 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 			dc.rule, dc.unlimited = nil, true
 			continue
 		}
-		hits, err := hitsOf(req, d, i)
-		if err != nil {
-			return err
-		}
-		dc.hits = hits
+		dc.hits, dc.overflow = hitsOf(req, d)
 	}
 	for i := range dcs {
 		if r := dcs[i].rule; r != nil && r.Name != "" && replaced != nil && replaced[r.Name] {
-			dcs[i].rule = nil
+			dcs[i].rule, dcs[i].overflow = nil, 0
 		}
 	}
 	return nil
 }
 
 // hitsOf is a descriptor's hits: its own hits_addend when set (0 too),
-// else the request's, 0 meaning 1.
-func hitsOf(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor, i int) (int64, error) {
+// else the request's, 0 meaning 1; or, for a hits_addend above
+// math.MaxInt64, 0 hits and that overflow.
+func hitsOf(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor) (int64, uint64) {
 	if h := d.GetHitsAddend(); h != nil {
 		if h.GetValue() > math.MaxInt64 {
-			return 0, wire.InvalidArgument(fmt.Sprintf("descriptors[%d].hits_addend", i), fmt.Sprintf("%d exceeds %d", h.GetValue(), int64(math.MaxInt64)))
+			return 0, h.GetValue()
 		}
-		return int64(h.GetValue()), nil
+		return int64(h.GetValue()), 0
 	}
-	return int64(max(1, req.GetHitsAddend())), nil
+	return int64(max(1, req.GetHitsAddend())), 0
+}
+
+// overflowError is the reference's error for the first descriptor whose
+// hits_addend is above math.MaxInt64, if any: its Redis client sends the
+// hits as a signed INCRBY, which Redis answers with a negative count that
+// the client fails to read. The hits count in total_hits (as the
+// reference counts them before its pipeline), and the call as a store
+// error (its redis_error).
+func (s *RLS) overflowError(domain string, dcs []descriptorCheck, now time.Time) error {
+	for i := range dcs {
+		dc := &dcs[i]
+		if dc.overflow == 0 {
+			continue
+		}
+		s.metrics.counters(domain, dc.statsKey, dc.baseKey).total.Add(float64(dc.overflow))
+		s.metrics.storeError.Inc()
+		div := dc.rule.Unit.Divider()
+		key := dc.counter + strconv.FormatInt(now.Unix()/div*div, 10)
+		msg := fmt.Sprintf("command [%q %q %q] in pipeline returned error: invalid character - at position 0 in parseUint",
+			"INCRBY", key, strconv.FormatInt(int64(dc.overflow), 10))
+		return referenceError(fmt.Sprintf("descriptors[%d].hits_addend", i), msg)
+	}
+	return nil
+}
+
+// referenceError is an error the reference answers with a plain Go error
+// (gRPC Unknown, its message), with a BadRequest detail naming field.
+func referenceError(field, msg string) error {
+	st := status.New(codes.Unknown, msg)
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 // limitKey is the limiter key of a descriptor's counter key (the

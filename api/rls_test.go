@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,32 +264,47 @@ func TestRLSSemantics(t *testing.T) {
 	}
 }
 
-// TestRLSBadRequests: an empty domain or descriptor list is an error with
-// the reference's message; so is a limit override with no unit (the
-// reference panics on it) and a hits_addend beyond int64.
+// TestRLSBadRequests: an empty domain or descriptor list is the
+// reference's error (Unknown, its message); so is a hits_addend beyond
+// int64 (its Redis error, naming the cache key), which counts nothing
+// while the request's other descriptors count; a limit override with no
+// unit (the reference panics on it) is InvalidArgument. Each names its
+// field in a BadRequest detail.
 func TestRLSBadRequests(t *testing.T) {
 	h := newRLSHarness(t, rlsConfig)
 	noUnit := desc("path=/a")
 	noUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
+	window := strconv.FormatInt(rlsEpoch.Unix()/60*60, 10)
 	for _, tt := range []struct {
 		req   *rlsv3.RateLimitRequest
+		code  codes.Code
 		field string
 		msg   string
 	}{
-		{request("", 0, desc("path=/a")), "domain", "rate limit domain must not be empty"},
-		{request("web", 0), "descriptors", "rate limit descriptor list must not be empty"},
-		{request("web", 0, desc("path=/a"), noUnit), "descriptors[1].limit.unit", "unknown unit 0"},
-		{request("web", 0, withHits(desc("path=/a"), math.MaxUint64)), "descriptors[0].hits_addend", "exceeds"},
+		{request("", 0, desc("path=/a")), codes.Unknown, "domain", "rate limit domain must not be empty"},
+		{request("", 0), codes.Unknown, "domain", "rate limit domain must not be empty"},
+		{request("web", 0), codes.Unknown, "descriptors", "rate limit descriptor list must not be empty"},
+		{request("web", 0, desc("path=/a"), noUnit), codes.InvalidArgument, "descriptors[1].limit.unit", "descriptors[1].limit.unit: unknown unit 0"},
+		{request("web", 0, desc("path=/b"), withHits(desc("path=/a"), math.MaxUint64)), codes.Unknown, "descriptors[1].hits_addend",
+			`command ["INCRBY" "web_path_/a_` + window + `" "-1"] in pipeline returned error: invalid character - at position 0 in parseUint`},
+		{request("web", 0, withHits(desc("path=/a"), 1<<63)), codes.Unknown, "descriptors[0].hits_addend",
+			`command ["INCRBY" "web_path_/a_` + window + `" "-9223372036854775808"] in pipeline returned error: invalid character - at position 0 in parseUint`},
 	} {
 		_, err := h.s.ShouldRateLimit(context.Background(), tt.req)
 		st := status.Convert(err)
-		if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tt.msg) || fieldOf(st) != tt.field {
-			t.Errorf("%v: %v (field %q), want InvalidArgument naming %s: %s", tt.req, err, fieldOf(st), tt.field, tt.msg)
+		if st.Code() != tt.code || st.Message() != tt.msg || fieldOf(st) != tt.field {
+			t.Errorf("%v: %v (field %q), want %v %q naming %s", tt.req, err, fieldOf(st), tt.code, tt.msg, tt.field)
 		}
 	}
 	if got := testutil.ToFloat64(h.s.metrics.serviceError); got != 4 {
 		t.Errorf("service_error = %v, want 4", got)
 	}
+	if got := testutil.ToFloat64(h.s.metrics.storeError); got != 2 {
+		t.Errorf("store_error = %v, want 2", got)
+	}
+	// The overflowing hits counted nothing on /a; /b's hit counted.
+	h.expect(0, request("web", 0, desc("path=/a")), ok, status_(ok, limit(5, minute, "per-path"), 4, 50))
+	h.expect(0, request("web", 0, desc("path=/b")), ok, status_(ok, limit(5, minute, "per-path"), 3, 50))
 }
 
 // TestRLSMetrics: counters named and counted as the reference's; the
