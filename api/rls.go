@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/wire"
@@ -85,8 +84,23 @@ type RLSConfig struct {
 	// DefaultMaxMetricKeys.
 	MaxMetricKeys int
 	// NearLimitRatio is the share of a limit above which hits count as
-	// near_limit; 0 means DefaultNearLimitRatio. In (0, 1].
+	// near_limit (the reference's NEAR_LIMIT_RATIO); 0 means
+	// DefaultNearLimitRatio. In (0, 1].
 	NearLimitRatio float32
+	// ShadowMode is the reference's global shadow mode (SHADOW_MODE): an
+	// OVER_LIMIT overall_code is answered OK (the statuses keep their
+	// codes) and counted in ratelimit_service_global_shadow_mode.
+	ShadowMode bool
+	// ResponseHeaders adds the reference's rate limit headers
+	// (LIMIT_RESPONSE_HEADERS_ENABLED) to response_headers_to_add: the
+	// limit, remaining and seconds to reset of the descriptor closest to
+	// its limit (the last one over it, else the first with the least
+	// remaining).
+	ResponseHeaders bool
+	// LimitHeader, RemainingHeader and ResetHeader name those headers
+	// (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER);
+	// "" means the reference's defaults, DefaultLimitHeader and so on.
+	LimitHeader, RemainingHeader, ResetHeader string
 	// Logger receives configuration events; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -101,6 +115,8 @@ type RLS struct {
 	metrics *rlsMetrics
 	obs     prometheus.Observer
 	near    float32
+	shadow  bool
+	headers *rlsHeaders // nil: none
 	log     *slog.Logger
 }
 
@@ -115,7 +131,10 @@ func NewRLS(cfg RLSConfig) (*RLS, error) {
 	case cfg.NearLimitRatio < 0 || cfg.NearLimitRatio > 1:
 		return nil, fmt.Errorf("%w: RLSConfig.NearLimitRatio: must be in (0, 1], got %v", ErrInvalidConfig, cfg.NearLimitRatio)
 	}
-	s := &RLS{checker: cfg.Checker, clock: cfg.Clock, near: cfg.NearLimitRatio, log: cfg.Logger}
+	s := &RLS{checker: cfg.Checker, clock: cfg.Clock, near: cfg.NearLimitRatio, shadow: cfg.ShadowMode, log: cfg.Logger}
+	if cfg.ResponseHeaders {
+		s.headers = newRLSHeaders(cfg.LimitHeader, cfg.RemainingHeader, cfg.ResetHeader)
+	}
 	if s.clock == nil {
 		s.clock = time.Now
 	}
@@ -394,46 +413,4 @@ func overrideBaseKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entr
 		keys[i].Key = e.GetKey()
 	}
 	return rls.OverrideKey(domain, keys)
-}
-
-// respond builds the response from the checks' results.
-func (s *RLS) respond(domain string, dcs []descriptorCheck, results []limiter.Result, now time.Time) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))}
-	// One allocation each for the statuses, their limits and durations.
-	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))
-	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(results))
-	durs := make([]durationpb.Duration, len(results))
-	for i := range dcs {
-		dc, st := &dcs[i], &statuses[i]
-		resp.Statuses[i] = st
-		st.Code = rlsv3.RateLimitResponse_OK
-		switch {
-		case dc.unlimited:
-			st.LimitRemaining = math.MaxUint32
-			continue
-		case dc.rule == nil:
-			continue
-		}
-		r := &results[dc.req]
-		rule := dc.rule
-		cl, dur := &limits[dc.req], &durs[dc.req]
-		cl.RequestsPerUnit, cl.Unit, cl.Name = rule.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(rule.Unit), rule.Name
-		dur.Seconds = rule.Unit.ResetAfter(now)
-		st.CurrentLimit, st.DurationUntilReset = cl, dur
-		st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
-		over := !r.Allowed
-		s.metrics.observe(domain, dc, r, s.near)
-		switch {
-		case !over:
-		case rule.ShadowMode:
-			st.LimitRemaining = 0
-		case rule.QuotaMode:
-			st.LimitRemaining, st.DurationUntilReset = 0, nil
-		default:
-			st.Code, st.LimitRemaining = rlsv3.RateLimitResponse_OVER_LIMIT, 0
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-	}
-	return resp
 }

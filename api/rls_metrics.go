@@ -21,6 +21,7 @@ import (
 //	ratelimit_service_rate_limit_within_limit    hits within the limit
 //	ratelimit_service_rate_limit_shadow_mode     hits over the limit that shadow_mode let through
 //	ratelimit_service_rate_limit_domain_not_found{domain}  descriptors of an unknown domain
+//	ratelimit_service_global_shadow_mode                   calls over the limit the global shadow mode answered OK
 //	ratelimit_service_config_load_success / _error         configuration loads
 //	ratelimit_service_should_rate_limit_error{err_type}    failed calls: service_error (bad
 //	                                                       request), store_error (a counter could not be reached or kept)
@@ -56,6 +57,7 @@ type rlsMetrics struct {
 	notFound                                                 *prometheus.CounterVec
 	loadSuccess, loadError                                   prometheus.Counter
 	serviceError, storeError                                 prometheus.Counter
+	globalShadow                                             prometheus.Counter
 	folded                                                   prometheus.Counter
 
 	mu      sync.RWMutex
@@ -92,6 +94,8 @@ func newRLSMetrics(reg prometheus.Registerer, maxKeys int) (*rlsMetrics, error) 
 			Name: "config_load_success", Help: "Rate limit configurations loaded and applied."}),
 		loadError: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service",
 			Name: "config_load_error", Help: "Rate limit configuration loads that failed; the configuration in force stayed."}),
+		globalShadow: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service",
+			Name: "global_shadow_mode", Help: "Calls over the limit that the global shadow mode answered OK."}),
 		serviceError: errs.WithLabelValues("service_error"),
 		storeError:   errs.WithLabelValues("store_error"),
 		folded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "rls",
@@ -104,7 +108,7 @@ func newRLSMetrics(reg prometheus.Registerer, maxKeys int) (*rlsMetrics, error) 
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
-		m.notFound, m.loadSuccess, m.loadError, errs, m.folded} {
+		m.notFound, m.loadSuccess, m.loadError, errs, m.folded, m.globalShadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ type rlsHarness struct {
 
 var rlsEpoch = time.Date(2026, 3, 1, 12, 0, 10, 500e6, time.UTC)
 
-func newRLSHarness(t *testing.T, yaml string) *rlsHarness {
+func newRLSHarness(t *testing.T, yaml string, opts ...func(*RLSConfig)) *rlsHarness {
 	t.Helper()
 	clk := limitertest.NewClock(rlsEpoch)
 	lim, err := limiter.New(limiter.Config{NodeName: "n0", Clock: clk.Now})
@@ -79,7 +79,11 @@ func newRLSHarness(t *testing.T, yaml string) *rlsHarness {
 	}
 	t.Cleanup(lim.Close)
 	reg := prometheus.NewRegistry()
-	s, err := NewRLS(RLSConfig{Checker: lim, Clock: clk.Now, Registerer: reg, MaxMetricKeys: 3})
+	cfg := RLSConfig{Checker: lim, Clock: clk.Now, Registerer: reg, MaxMetricKeys: 3}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := NewRLS(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
