@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -67,7 +68,9 @@ var RLSServiceName = rlsv3.RateLimitService_ServiceDesc.ServiceName
 
 // RLSConfig configures the Envoy rate limit service.
 type RLSConfig struct {
-	// Checker decides the checks (the node's limiter). Required.
+	// Checker decides the checks (the node's limiter). Required. It must
+	// keep nothing of a request's Key after Check returns (the limiter
+	// only hashes it): the keys are built in pooled memory.
 	Checker Checker
 	// Clock gives duration_until_reset; nil means time.Now. It must be the
 	// limiter's clock, which places the windows.
@@ -191,10 +194,14 @@ type descriptorCheck struct {
 	key       string // the limiter key
 	hits      int64
 	overflow  uint64 // a hits_addend above math.MaxInt64, not counted
-	counter   string // the counter key, for overflow's error
+	counter   string // the counter key, in the call's scratch
+	keyEnd    int    // where counter ends in rlsScratch.keys
 	unlimited bool
 	req       int // index in the checks, -1 for none
 }
+
+// maxPooledKeys bounds the key buffer a pooled scratch keeps.
+const maxPooledKeys = 64 << 10
 
 // rlsScratch is a call's scratch, pooled: the limiter keeps neither its
 // requests nor its results after Check returns.
@@ -202,6 +209,7 @@ type rlsScratch struct {
 	dcs  []descriptorCheck
 	reqs []limiter.Request
 	res  []limiter.Result
+	keys []byte // the counter keys, end to end
 }
 
 // ShouldRateLimit answers one request from Envoy.
@@ -226,6 +234,9 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		clear(sc.dcs) // pin no keys or rules in the pool
 		clear(sc.reqs[:cap(sc.reqs)])
 		clear(sc.res[:cap(sc.res)])
+		if cap(sc.keys) > maxPooledKeys {
+			sc.keys = nil
+		}
 		s.scratch.Put(sc)
 	}()
 	if cap(sc.dcs) < len(descs) {
@@ -233,7 +244,7 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	}
 	dcs := sc.dcs[:len(descs)]
 	sc.dcs = dcs
-	if err := s.match(cfg, req, dcs); err != nil {
+	if err := s.match(cfg, req, dcs, sc); err != nil {
 		s.metrics.serviceError.Inc()
 		return nil, err
 	}
@@ -294,9 +305,14 @@ func (s *RLS) check(ctx context.Context, reqs []limiter.Request, out []limiter.R
 
 // match finds each descriptor's rule and hits, applying unlimited and
 // replaces as the reference's constructLimitsToCheck does.
-func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descriptorCheck) error {
+//
+// The counter keys are built end to end in sc.keys, and the descriptors'
+// keys are strings over it, valid for the call only: the limiter hashes a
+// request's key and keeps nothing of it (RLSConfig.Checker).
+func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descriptorCheck, sc *rlsScratch) error {
 	domain := req.GetDomain()
 	var replaced map[string]bool
+	keys := sc.keys[:0]
 	for i, d := range req.GetDescriptors() {
 		dc := &dcs[i]
 		*dc = descriptorCheck{req: -1}
@@ -313,16 +329,16 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 			key := rls.OverrideKey(domain, entries)
 			dc.rule = &rls.Rule{FullKey: key, RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit}
 			dc.statsKey, dc.baseKey = key, overrideBaseKey(domain, entries)
-			dc.counter = rls.CounterKey(domain, entries, nil)
+			keys = rls.AppendCounterKey(keys, domain, entries, nil)
 		} else {
 			m, _ := rls.Lookup(cfg, domain, entries)
 			dc.rule, dc.statsKey = m.Rule, m.StatsKey
 			if m.Rule != nil {
 				dc.baseKey = m.Rule.FullKey
-				dc.counter = rls.CounterKey(domain, entries, m.Shared)
+				keys = rls.AppendCounterKey(keys, domain, entries, m.Shared)
 			}
 		}
-		dc.key = limitKey(dc.counter)
+		dc.keyEnd = len(keys)
 		if dc.rule == nil {
 			continue
 		}
@@ -338,9 +354,17 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 		}
 		dc.hits, dc.overflow = hitsOf(req, d)
 	}
+	sc.keys = keys
+	start := 0
 	for i := range dcs {
-		if r := dcs[i].rule; r != nil && r.Name != "" && replaced != nil && replaced[r.Name] {
-			dcs[i].rule, dcs[i].overflow = nil, 0
+		dc := &dcs[i]
+		if dc.keyEnd > start {
+			dc.counter = unsafe.String(&keys[start], dc.keyEnd-start)
+			dc.key = limitKey(dc.counter)
+			start = dc.keyEnd
+		}
+		if r := dc.rule; r != nil && r.Name != "" && replaced != nil && replaced[r.Name] {
+			dc.rule, dc.overflow = nil, 0
 		}
 	}
 	return nil

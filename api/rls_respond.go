@@ -37,14 +37,54 @@ func newRLSHeaders(limit, remaining, reset string) *rlsHeaders {
 	return h
 }
 
+// smallResponse is the most descriptors whose response respond builds in
+// one allocation (Envoy sends one or a few per call).
+const smallResponse = 2
+
+// rlsResponse is a response of up to smallResponse descriptors with its
+// parts, allocated at once.
+type rlsResponse struct {
+	resp     rlsv3.RateLimitResponse
+	ptrs     [smallResponse]*rlsv3.RateLimitResponse_DescriptorStatus
+	statuses [smallResponse]rlsv3.RateLimitResponse_DescriptorStatus
+	limits   [smallResponse]rlsv3.RateLimitResponse_RateLimit
+	durs     [smallResponse]durationpb.Duration
+}
+
+// rlsResponse1 is a response of one descriptor, allocated at once.
+type rlsResponse1 struct {
+	resp   rlsv3.RateLimitResponse
+	ptr    [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	status [1]rlsv3.RateLimitResponse_DescriptorStatus
+	limit  [1]rlsv3.RateLimitResponse_RateLimit
+	dur    [1]durationpb.Duration
+}
+
 // respond builds the response from the checks' results.
 func (s *RLS) respond(domain string, dcs []descriptorCheck, results []limiter.Result, now time.Time) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))}
-	// One allocation each for the statuses, their limits and durations.
-	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))
-	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(results))
-	durs := make([]durationpb.Duration, len(results))
+	var (
+		resp     *rlsv3.RateLimitResponse
+		statuses []rlsv3.RateLimitResponse_DescriptorStatus
+		limits   []rlsv3.RateLimitResponse_RateLimit
+		durs     []durationpb.Duration
+	)
+	switch {
+	case len(dcs) == 1:
+		b := new(rlsResponse1)
+		resp, statuses, limits, durs = &b.resp, b.status[:], b.limit[:len(results)], b.dur[:len(results)]
+		resp.Statuses = b.ptr[:]
+	case len(dcs) <= smallResponse:
+		b := new(rlsResponse)
+		resp, statuses, limits, durs = &b.resp, b.statuses[:len(dcs)], b.limits[:len(results)], b.durs[:len(results)]
+		resp.Statuses = b.ptrs[:len(dcs)]
+	default:
+		// One allocation each for the statuses, their limits and durations.
+		resp = &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))}
+		statuses = make([]rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))
+		limits = make([]rlsv3.RateLimitResponse_RateLimit, len(results))
+		durs = make([]durationpb.Duration, len(results))
+	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	// The descriptor the headers report, as the reference picks it.
 	closest, least := -1, uint32(math.MaxUint32)
 	for i := range dcs {
