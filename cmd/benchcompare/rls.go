@@ -112,6 +112,8 @@ func (r *runner) newRLSTarget(ctx context.Context, sys string) (bench.Target, er
 		for _, n := range r.sluice {
 			cfg.Addrs = append(cfg.Addrs, n.grpc)
 		}
+	case "sluice1":
+		cfg.Addrs = []string{r.sluice1.grpc}
 	case "echo":
 		cfg.Addrs = []string{r.echoAddr}
 	case "ratelimit":

@@ -31,6 +31,9 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 			}
 			w("- **%s**: three `bin/sluice serve --rls-config` processes in one gossip cluster, %s; the\n", systemName(sys), procs)
 			w("  calls go to the nodes in turn, and a node forwards each descriptor to its owner (no Redis).\n")
+		case "sluice1":
+			w("- **%s**: one `bin/sluice serve --rls-config` process, Go's default GOMAXPROCS, as the\n", systemName(sys))
+			w("  reference runs: it owns every descriptor and forwards none (no Redis).\n")
 		case "echo":
 			w("- **%s**: a bare gRPC server that answers every descriptor OK, with a current limit, without\n", systemName(sys))
 			w("  deciding or counting anything: the floor of one ShouldRateLimit call on this machine.\n")
@@ -49,7 +52,7 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 	}
 	if len(targets) > 0 {
 		w("### Targets\n\n")
-		w("| scenario | target (Sluice) | measured (Sluice vs envoyproxy/ratelimit + Redis) | result |\n|---|---|---|---|\n")
+		w("| scenario | target | measured (Sluice vs envoyproxy/ratelimit + Redis) | result |\n|---|---|---|---|\n")
 		for _, t := range targets {
 			st := t.Status
 			if st == statusMissed {

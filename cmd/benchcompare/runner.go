@@ -16,13 +16,16 @@ type runner struct {
 
 	sluice    []*sluiceNode
 	sluiceErr error
-	redis     *child
-	redisAddr string
-	redisErr  error
-	redisBin  string
-	echo      *child
-	echoAddr  string
-	echoErr   error
+	// sluice1 is the 1-node Sluice of the RLS scenarios.
+	sluice1    *sluiceNode
+	sluice1Err error
+	redis      *child
+	redisAddr  string
+	redisErr   error
+	redisBin   string
+	echo       *child
+	echoAddr   string
+	echoErr    error
 	// ref is envoyproxy/ratelimit (with redis as its store), for f and g.
 	ref     *child
 	refAddr string
@@ -77,6 +80,9 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		if r.want("sluice") {
 			r.startSluiceCluster(ctx, rls)
 		}
+		if rls && r.want("sluice1") {
+			r.startSluiceOne(ctx)
+		}
 		if r.want("echo") {
 			r.startEcho(ctx)
 		}
@@ -107,6 +113,9 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 	for _, n := range r.sluice {
 		wg.Go(func() { n.stop(5 * time.Second) })
 	}
+	if r.sluice1 != nil {
+		wg.Go(func() { r.sluice1.stop(5 * time.Second) })
+	}
 	if r.echo != nil {
 		wg.Go(func() { r.echo.stop(5 * time.Second) })
 	}
@@ -116,7 +125,7 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 	wg.Wait()
 	if r.o.only["e"] {
 		for _, sys := range r.o.systems {
-			if sys == "echo" || sys == "ratelimit" {
+			if sys == "echo" || sys == "ratelimit" || sys == "sluice1" {
 				continue
 			}
 			if err := ctx.Err(); err != nil {

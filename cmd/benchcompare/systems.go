@@ -33,6 +33,23 @@ func (r *runner) startSluiceCluster(ctx context.Context, rls bool) {
 	r.sluice = nodes
 }
 
+// startSluiceOne starts the 1-node Sluice of the RLS scenarios, with Go's
+// default GOMAXPROCS (all cores), as envoyproxy/ratelimit runs.
+func (r *runner) startSluiceOne(ctx context.Context) {
+	r.logf("starting a 1-node Sluice (%s)", r.o.sluiceBin)
+	path, err := r.writeRLSConfig()
+	if err == nil {
+		var nodes []*sluiceNode
+		if nodes, err = startSluice(ctx, r.cs, r.o.sluiceBin, 1, "sluice-one-", nil, "--rls-config", path); err == nil {
+			r.sluice1 = nodes[0]
+		}
+	}
+	if err != nil {
+		r.sluice1Err = err
+		r.logf("sluice (1 node): %v", err)
+	}
+}
+
 func (r *runner) startRedis(ctx context.Context) {
 	bin, err := ensureRedis(ctx)
 	if err != nil {
@@ -98,6 +115,11 @@ func (r *runner) servers(sys string) ([]*child, error) {
 			cs = append(cs, n.child)
 		}
 		return cs, nil
+	case "sluice1":
+		if r.sluice1Err != nil {
+			return nil, r.sluice1Err
+		}
+		return []*child{r.sluice1.child}, nil
 	case "redis":
 		if r.redisErr != nil {
 			return nil, r.redisErr
