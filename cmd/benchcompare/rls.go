@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/bench"
+	"github.com/sluice-rl/sluice/internal/procs"
 )
 
 // The RLS scenarios (f, g): every descriptor {key: <bench key>} in domain
@@ -77,12 +78,12 @@ func (r *runner) startReference(ctx context.Context) {
 		fail(err)
 		return
 	}
-	ports, err := freePorts(3)
+	ports, err := procs.FreePorts(3)
 	if err != nil {
 		fail(err)
 		return
 	}
-	r.refAddr = loopback(ports[2])
+	r.refAddr = procs.Loopback(ports[2])
 	env := append([]string{
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
 		"RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true",
@@ -94,7 +95,7 @@ func (r *runner) startReference(ctx context.Context) {
 	r.logf("starting envoyproxy/ratelimit on %s (redis %s)", r.refAddr, r.redisAddr)
 	c, err := r.cs.startEnv("ratelimit", env, r.o.ratelimitBin)
 	if err == nil {
-		err = waitTCP(ctx, c, r.refAddr, 30*time.Second)
+		err = procs.WaitTCP(ctx, c, r.refAddr, 30*time.Second)
 	}
 	if err != nil {
 		fail(err)

@@ -50,23 +50,10 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 	for _, sc := range rep.Scenarios {
 		writeScenarioTable(&b, rep, sc)
 	}
-	if len(targets) > 0 {
-		w("### Targets\n\n")
-		w("| scenario | target | measured (Sluice vs envoyproxy/ratelimit + Redis) | result |\n|---|---|---|---|\n")
-		for _, t := range targets {
-			st := t.Status
-			if st == statusMissed {
-				st = "**missed**"
-			}
-			w("| (%s) | %s | %s | %s |\n", t.Scenario, t.Name, mdEscape(t.Measured), st)
-		}
-		w("\n")
-	}
+	plot := ""
 	if svgLink != "" {
-		w("Latency by percentile:\n\n![RLS latency](%s)\n\n", svgLink)
+		plot = fmt.Sprintf("Latency by percentile:\n\n![RLS latency](%s)", svgLink)
 	}
-	if rep.Interrupted {
-		w("The run was interrupted: the figures above are partial.\n\n")
-	}
+	writeTail(&b, rep, targets, "target", "measured (Sluice vs envoyproxy/ratelimit + Redis)", plot)
 	return b.String()
 }

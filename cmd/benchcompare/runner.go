@@ -111,16 +111,16 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 	// Scenario e alone: the cluster and the echo are no longer needed.
 	var wg sync.WaitGroup
 	for _, n := range r.sluice {
-		wg.Go(func() { n.stop(5 * time.Second) })
+		wg.Go(func() { n.Stop(5 * time.Second) })
 	}
 	if r.sluice1 != nil {
-		wg.Go(func() { r.sluice1.stop(5 * time.Second) })
+		wg.Go(func() { r.sluice1.Stop(5 * time.Second) })
 	}
 	if r.echo != nil {
-		wg.Go(func() { r.echo.stop(5 * time.Second) })
+		wg.Go(func() { r.echo.Stop(5 * time.Second) })
 	}
 	if r.ref != nil {
-		wg.Go(func() { r.ref.stop(5 * time.Second) })
+		wg.Go(func() { r.ref.Stop(5 * time.Second) })
 	}
 	wg.Wait()
 	if r.o.only["e"] {

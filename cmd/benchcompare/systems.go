@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/bench"
+	"github.com/sluice-rl/sluice/internal/procs"
 )
 
 // startSluiceCluster starts the 3 nodes; with rls, serving the RLS
@@ -51,24 +51,23 @@ func (r *runner) startSluiceOne(ctx context.Context) {
 }
 
 func (r *runner) startRedis(ctx context.Context) {
-	bin, err := ensureRedis(ctx)
+	bin, err := procs.EnsureRedis(ctx, "benchcompare")
 	if err != nil {
 		r.redisErr = err
 		r.logf("redis: %v", err)
 		return
 	}
 	r.redisBin = bin
-	ports, err := freePorts(1)
+	ports, err := procs.FreePorts(1)
 	if err != nil {
 		r.redisErr = err
 		return
 	}
-	r.redisAddr = loopback(ports[0])
+	r.redisAddr = procs.Loopback(ports[0])
 	r.logf("starting redis-server on %s", r.redisAddr)
-	c, err := r.cs.start("redis", bin, "--save", "", "--appendonly", "no", "--port", strconv.Itoa(ports[0]),
-		"--bind", "127.0.0.1", "--dir", r.cs.dir)
+	c, err := r.cs.start("redis", bin, procs.RedisArgs(ports[0], r.cs.dir)...)
 	if err == nil {
-		err = waitTCP(ctx, c, r.redisAddr, 15*time.Second)
+		err = procs.WaitTCP(ctx, c, r.redisAddr, 15*time.Second)
 	}
 	if err != nil {
 		r.redisErr = err
@@ -84,16 +83,16 @@ func (r *runner) startEcho(ctx context.Context) {
 		r.echoErr = err
 		return
 	}
-	ports, err := freePorts(1)
+	ports, err := procs.FreePorts(1)
 	if err != nil {
 		r.echoErr = err
 		return
 	}
-	r.echoAddr = loopback(ports[0])
+	r.echoAddr = procs.Loopback(ports[0])
 	r.logf("starting the gRPC echo on %s", r.echoAddr)
 	c, err := r.cs.start("echo", exe, "echo-server", "--addr", r.echoAddr)
 	if err == nil {
-		err = waitTCP(ctx, c, r.echoAddr, 15*time.Second)
+		err = procs.WaitTCP(ctx, c, r.echoAddr, 15*time.Second)
 	}
 	if err != nil {
 		r.echoErr = err
