@@ -15,6 +15,27 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// userAnnCaller returns a function that sends the RLS at addr a request
+// of domain web with one descriptor {user: ann}.
+func userAnnCaller(t *testing.T, addr string) func() *rlsv3.RateLimitResponse {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := rlsv3.NewRateLimitServiceClient(conn)
+	return func() *rlsv3.RateLimitResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
+			{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "ann"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+}
+
 // `sluice serve` with SLUICE_RLS_CONFIG serves the Envoy RLS on its gRPC
 // port; SIGHUP reloads the file; an invalid file at start exits naming
 // the file, the line and the field.
@@ -29,22 +50,7 @@ func TestServeRLSConfig(t *testing.T) {
 	write("1")
 	t.Setenv("SLUICE_RLS_CONFIG", file)
 	s := startServer(t)
-	conn, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := rlsv3.NewRateLimitServiceClient(conn)
-	call := func() *rlsv3.RateLimitResponse {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
-			{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "ann"}}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
+	call := userAnnCaller(t, s.grpc)
 	if r := call(); r.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("first call: %v", r)
 	}
@@ -79,22 +85,7 @@ func TestServeRLSSettings(t *testing.T) {
 	t.Setenv("SLUICE_RLS_RESPONSE_HEADERS", "true")
 	t.Setenv("SLUICE_RLS_REMAINING_HEADER", "X-Left")
 	s := startServer(t, "--rls-near-limit-ratio", "0.5")
-	conn, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := rlsv3.NewRateLimitServiceClient(conn)
-	call := func() *rlsv3.RateLimitResponse {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "web", Descriptors: []*rlcommon.RateLimitDescriptor{
-			{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "ann"}}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
+	call := userAnnCaller(t, s.grpc)
 	call()
 	r := call()
 	if r.GetOverallCode() != rlsv3.RateLimitResponse_OK || r.GetStatuses()[0].GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
