@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"debug/buildinfo"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -132,19 +131,13 @@ func (r *runner) newRLSTarget(ctx context.Context, sys string) (bench.Target, er
 }
 
 // referenceVersion is envoyproxy/ratelimit's module version, from the
-// binary's build information.
+// binary's build information ("" without it).
 func referenceVersion(bin string) string {
-	bi, err := buildinfo.ReadFile(bin)
-	if err != nil {
+	if _, err := os.Stat(bin); err != nil {
 		return ""
 	}
-	if bi.Main.Path == refModule {
-		return refModule + " " + bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == refModule {
-			return refModule + " " + d.Version
-		}
+	if v := procs.ModuleVersion(bin, refModule); v != "" {
+		return refModule + " " + v
 	}
 	return refModule
 }

@@ -2,11 +2,13 @@
 // conformance tools (cmd/benchcompare, tools/rlsref): a process in its own
 // process group with its output in a log file, stopped with SIGTERM then
 // SIGKILL; free loopback ports; waiting for a port to accept connections;
-// and redis-server, installed from Debian's package when missing.
+// redis-server, installed from Debian's package when missing; and the
+// module versions a Go binary was built with.
 package procs
 
 import (
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"net"
 	"os"
@@ -171,6 +173,25 @@ func EnsureRedis(ctx context.Context, prog string) (string, error) {
 		}
 	}
 	return exec.LookPath("redis-server")
+}
+
+// ModuleVersion is the version of module in the Go binary bin, from its
+// build information (its main module or a dependency), or "" if bin has
+// no build information or does not hold module.
+func ModuleVersion(bin, module string) string {
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return ""
+	}
+	if bi.Main.Path == module {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == module {
+			return d.Version
+		}
+	}
+	return ""
 }
 
 // RedisArgs are redis-server's arguments for a server without persistence
