@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -64,10 +63,6 @@ type GRPC struct {
 // Call it before Server.GracefulStop, which waits for streams to end.
 func (g *GRPC) DrainStreams() { g.drain() }
 
-// streamWorkers is the gRPC server's stream workers: 16 per core the Go
-// scheduler uses, enough for the calls one node has in flight.
-func streamWorkers() uint32 { return uint32(16 * runtime.GOMAXPROCS(0)) }
-
 // NewGRPC builds the gRPC server.
 func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.Service == nil {
@@ -80,20 +75,10 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 			return nil, err
 		}
 	}
-	// The vtprotobuf codec first, so that cfg.ServerOptions can override it.
-	// Fixed flow-control windows turn off gRPC's BDP estimation, whose
-	// PING per burst of data costs a write and a read on each side: on a
-	// stream of small check messages, as many syscalls as the checks
-	// themselves. 1 MiB windows are ample for check messages.
-	//
-	// Stream workers: a call runs on one of a pool of goroutines whose
-	// stacks have already grown, rather than on a new goroutine whose stack
-	// grows (copied) in every call: a tenth of a node's CPU under unary
-	// Envoy RLS calls. When all are busy (long-lived streams hold theirs),
-	// a call gets its own goroutine as without them.
-	opts := append([]grpc.ServerOption{wire.ServerOption(),
-		grpc.InitialWindowSize(wire.FlowWindow), grpc.InitialConnWindowSize(wire.FlowWindow),
-		grpc.NumStreamWorkers(streamWorkers())}, cfg.ServerOptions...)
+	// Sluice's server options first (wire.ServerOptions: the vtprotobuf
+	// codec, fixed flow-control windows, stream workers), so that
+	// cfg.ServerOptions can override them.
+	opts := append(wire.ServerOptions(), cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	drainCtx, drain := context.WithCancel(context.Background())
 	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx,

@@ -35,8 +35,9 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 			w("- **%s**: one `bin/sluice serve --rls-config` process, Go's default GOMAXPROCS, as the\n", systemName(sys))
 			w("  reference runs: it owns every descriptor and forwards none (no Redis).\n")
 		case "echo":
-			w("- **%s**: a bare gRPC server that answers every descriptor OK, with a current limit, without\n", systemName(sys))
-			w("  deciding or counting anything: the floor of one ShouldRateLimit call on this machine.\n")
+			w("- **%s**: a bare gRPC server (Sluice's server options: codec, windows, stream workers) that\n", systemName(sys))
+			w("  answers every descriptor OK, with a current limit, without deciding or counting anything: the\n")
+			w("  floor of one ShouldRateLimit call on this machine.\n")
 		case "ratelimit":
 			w("- **%s**: `bin/ratelimit` (%s, built from the Go module proxy by\n", systemName(sys), orDash(rep.Machine.Ratelimit))
 			w("  `make rlsref`; Go's default GOMAXPROCS) on one `redis-server` (no persistence), configured by\n")
