@@ -75,12 +75,14 @@ bench-compare: build rlsref
 	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice --ratelimit ./$(BIN)/ratelimit $(BENCH_FLAGS)
 
 ## rlsref: envoyproxy/ratelimit, the reference of the Envoy RLS conformance suite and bench, in
-## bin/ratelimit, and its recorder bin/rlsref; both from the nested module tools/rlsref (its go.mod
-## pins the reference), so the main go.mod stays clean. Not part of CI: the goldens are committed.
+## bin/ratelimit, from the nested module tools/rlsref/reference (its go.mod pins the reference and
+## its dependencies as the reference's own go.mod has them), and its recorder bin/rlsref, from the
+## nested module tools/rlsref (which uses the main module's internal/procs); the main go.mod stays
+## clean. Not part of CI: the goldens are committed.
 RLSREF         := tools/rlsref
 rlsref:
-	cd $(RLSREF) && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
-	cd $(RLSREF) && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit-config-check github.com/envoyproxy/ratelimit/src/config_check_cmd
+	cd $(RLSREF)/reference && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
+	cd $(RLSREF)/reference && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/ratelimit-config-check github.com/envoyproxy/ratelimit/src/config_check_cmd
 	cd $(RLSREF) && $(GO) vet . && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/rlsref .
 
 ## rls-record: re-record node/testdata/rls-conformance/*/golden.json from the reference + Redis

@@ -75,13 +75,10 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 			return nil, err
 		}
 	}
-	// The vtprotobuf codec first, so that cfg.ServerOptions can override it.
-	// Fixed flow-control windows turn off gRPC's BDP estimation, whose
-	// PING per burst of data costs a write and a read on each side: on a
-	// stream of small check messages, as many syscalls as the checks
-	// themselves. 1 MiB windows are ample for check messages.
-	opts := append([]grpc.ServerOption{wire.ServerOption(),
-		grpc.InitialWindowSize(wire.FlowWindow), grpc.InitialConnWindowSize(wire.FlowWindow)}, cfg.ServerOptions...)
+	// Sluice's server options first (wire.ServerOptions: the vtprotobuf
+	// codec, fixed flow-control windows, stream workers), so that
+	// cfg.ServerOptions can override them.
+	opts := append(wire.ServerOptions(), cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	drainCtx, drain := context.WithCancel(context.Background())
 	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx,

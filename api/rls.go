@@ -7,17 +7,21 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/wire"
@@ -47,8 +51,13 @@ import (
 //     quota_mode answers OK with its remaining and no reset;
 //   - overall_code is OVER_LIMIT when any descriptor is.
 //
-// An empty domain or an empty descriptor list is an error with the
-// reference's message (gRPC InvalidArgument, with a BadRequest detail).
+// An empty domain or an empty descriptor list is the reference's error:
+// gRPC Unknown with its message (a plain Go error in the reference), with a
+// BadRequest detail naming the field. So is a per-descriptor hits_addend
+// above 2^63-1, which the reference's Redis INCRBY cannot take: Unknown
+// with the reference's message, naming the counter's cache key; it counts
+// nothing, and the request's other descriptors are counted, as the
+// reference's pipeline counts them.
 
 // DefaultNearLimitRatio is the reference's NEAR_LIMIT_RATIO: the share of
 // a limit above which hits count as near_limit.
@@ -59,7 +68,9 @@ var RLSServiceName = rlsv3.RateLimitService_ServiceDesc.ServiceName
 
 // RLSConfig configures the Envoy rate limit service.
 type RLSConfig struct {
-	// Checker decides the checks (the node's limiter). Required.
+	// Checker decides the checks (the node's limiter). Required. It must
+	// keep nothing of a request's Key after Check returns (the limiter
+	// only hashes it): the keys are built in pooled memory.
 	Checker Checker
 	// Clock gives duration_until_reset; nil means time.Now. It must be the
 	// limiter's clock, which places the windows.
@@ -76,8 +87,23 @@ type RLSConfig struct {
 	// DefaultMaxMetricKeys.
 	MaxMetricKeys int
 	// NearLimitRatio is the share of a limit above which hits count as
-	// near_limit; 0 means DefaultNearLimitRatio. In (0, 1].
+	// near_limit (the reference's NEAR_LIMIT_RATIO); 0 means
+	// DefaultNearLimitRatio. In (0, 1].
 	NearLimitRatio float32
+	// ShadowMode is the reference's global shadow mode (SHADOW_MODE): an
+	// OVER_LIMIT overall_code is answered OK (the statuses keep their
+	// codes) and counted in ratelimit_service_global_shadow_mode.
+	ShadowMode bool
+	// ResponseHeaders adds the reference's rate limit headers
+	// (LIMIT_RESPONSE_HEADERS_ENABLED) to response_headers_to_add: the
+	// limit, remaining and seconds to reset of the descriptor closest to
+	// its limit (the last one over it, else the first with the least
+	// remaining).
+	ResponseHeaders bool
+	// LimitHeader, RemainingHeader and ResetHeader name those headers
+	// (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER);
+	// "" means the reference's defaults, DefaultLimitHeader and so on.
+	LimitHeader, RemainingHeader, ResetHeader string
 	// Logger receives configuration events; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -92,6 +118,8 @@ type RLS struct {
 	metrics *rlsMetrics
 	obs     prometheus.Observer
 	near    float32
+	shadow  bool
+	headers *rlsHeaders // nil: none
 	log     *slog.Logger
 }
 
@@ -106,7 +134,10 @@ func NewRLS(cfg RLSConfig) (*RLS, error) {
 	case cfg.NearLimitRatio < 0 || cfg.NearLimitRatio > 1:
 		return nil, fmt.Errorf("%w: RLSConfig.NearLimitRatio: must be in (0, 1], got %v", ErrInvalidConfig, cfg.NearLimitRatio)
 	}
-	s := &RLS{checker: cfg.Checker, clock: cfg.Clock, near: cfg.NearLimitRatio, log: cfg.Logger}
+	s := &RLS{checker: cfg.Checker, clock: cfg.Clock, near: cfg.NearLimitRatio, shadow: cfg.ShadowMode, log: cfg.Logger}
+	if cfg.ResponseHeaders {
+		s.headers = newRLSHeaders(cfg.LimitHeader, cfg.RemainingHeader, cfg.ResetHeader)
+	}
 	if s.clock == nil {
 		s.clock = time.Now
 	}
@@ -162,9 +193,15 @@ type descriptorCheck struct {
 	baseKey   string // the metric key when statsKey is over the cap
 	key       string // the limiter key
 	hits      int64
+	overflow  uint64 // a hits_addend above math.MaxInt64, not counted
+	counter   string // the counter key, in the call's scratch
+	keyEnd    int    // where counter ends in rlsScratch.keys
 	unlimited bool
 	req       int // index in the checks, -1 for none
 }
+
+// maxPooledKeys bounds the key buffer a pooled scratch keeps.
+const maxPooledKeys = 64 << 10
 
 // rlsScratch is a call's scratch, pooled: the limiter keeps neither its
 // requests nor its results after Check returns.
@@ -172,6 +209,7 @@ type rlsScratch struct {
 	dcs  []descriptorCheck
 	reqs []limiter.Request
 	res  []limiter.Result
+	keys []byte // the counter keys, end to end
 }
 
 // MaxDescriptors is the most descriptors one ShouldRateLimit request may
@@ -187,10 +225,10 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	switch {
 	case domain == "":
 		s.metrics.serviceError.Inc()
-		return nil, wire.InvalidArgument("domain", "rate limit domain must not be empty")
+		return nil, referenceError("domain", "rate limit domain must not be empty")
 	case len(descs) == 0:
 		s.metrics.serviceError.Inc()
-		return nil, wire.InvalidArgument("descriptors", "rate limit descriptor list must not be empty")
+		return nil, referenceError("descriptors", "rate limit descriptor list must not be empty")
 	case len(descs) > MaxDescriptors:
 		s.metrics.serviceError.Inc()
 		return nil, wire.InvalidArgument("descriptors", fmt.Sprintf("%d descriptors, at most %d per request", len(descs), MaxDescriptors))
@@ -204,6 +242,9 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		clear(sc.dcs) // pin no keys or rules in the pool
 		clear(sc.reqs[:cap(sc.reqs)])
 		clear(sc.res[:cap(sc.res)])
+		if cap(sc.keys) > maxPooledKeys {
+			sc.keys = nil
+		}
 		s.scratch.Put(sc)
 	}()
 	if cap(sc.dcs) < len(descs) {
@@ -211,14 +252,14 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	}
 	dcs := sc.dcs[:len(descs)]
 	sc.dcs = dcs
-	if err := s.match(cfg, req, dcs); err != nil {
+	if err := s.match(cfg, req, dcs, sc); err != nil {
 		s.metrics.serviceError.Inc()
 		return nil, err
 	}
 	reqs := sc.reqs[:0]
 	for i := range dcs {
 		dc := &dcs[i]
-		if dc.rule == nil {
+		if dc.rule == nil || dc.overflow != 0 {
 			continue
 		}
 		dc.req = len(reqs)
@@ -236,7 +277,11 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		s.metrics.storeError.Inc()
 		return nil, err
 	}
-	return s.respond(domain, dcs, results, s.clock()), nil
+	now := s.clock()
+	if err := s.overflowError(domain, dcs, now); err != nil {
+		return nil, err
+	}
+	return s.respond(domain, dcs, results, now), nil
 }
 
 // check decides reqs in one limiter call (several when there are more
@@ -268,9 +313,14 @@ func (s *RLS) check(ctx context.Context, reqs []limiter.Request, out []limiter.R
 
 // match finds each descriptor's rule and hits, applying unlimited and
 // replaces as the reference's constructLimitsToCheck does.
-func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descriptorCheck) error {
+//
+// The counter keys are built end to end in sc.keys, and the descriptors'
+// keys are strings over it, valid for the call only: the limiter hashes a
+// request's key and keeps nothing of it (RLSConfig.Checker).
+func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descriptorCheck, sc *rlsScratch) error {
 	domain := req.GetDomain()
 	var replaced map[string]bool
+	keys := sc.keys[:0]
 	for i, d := range req.GetDescriptors() {
 		dc := &dcs[i]
 		*dc = descriptorCheck{req: -1}
@@ -287,15 +337,16 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 			key := rls.OverrideKey(domain, entries)
 			dc.rule = &rls.Rule{FullKey: key, RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit}
 			dc.statsKey, dc.baseKey = key, overrideBaseKey(domain, entries)
-			dc.key = limitKey(rls.CounterKey(domain, entries, nil))
+			keys = rls.AppendCounterKey(keys, domain, entries, nil)
 		} else {
 			m, _ := rls.Lookup(cfg, domain, entries)
 			dc.rule, dc.statsKey = m.Rule, m.StatsKey
 			if m.Rule != nil {
 				dc.baseKey = m.Rule.FullKey
-				dc.key = limitKey(rls.CounterKey(domain, entries, m.Shared))
+				keys = rls.AppendCounterKey(keys, domain, entries, m.Shared)
 			}
 		}
+		dc.keyEnd = len(keys)
 		if dc.rule == nil {
 			continue
 		}
@@ -309,30 +360,68 @@ func (s *RLS) match(cfg *rls.Config, req *rlsv3.RateLimitRequest, dcs []descript
 			dc.rule, dc.unlimited = nil, true
 			continue
 		}
-		hits, err := hitsOf(req, d, i)
-		if err != nil {
-			return err
-		}
-		dc.hits = hits
+		dc.hits, dc.overflow = hitsOf(req, d)
 	}
+	sc.keys = keys
+	start := 0
 	for i := range dcs {
-		if r := dcs[i].rule; r != nil && r.Name != "" && replaced != nil && replaced[r.Name] {
-			dcs[i].rule = nil
+		dc := &dcs[i]
+		if dc.keyEnd > start {
+			dc.counter = unsafe.String(&keys[start], dc.keyEnd-start)
+			dc.key = limitKey(dc.counter)
+			start = dc.keyEnd
+		}
+		if r := dc.rule; r != nil && r.Name != "" && replaced != nil && replaced[r.Name] {
+			dc.rule, dc.overflow = nil, 0
 		}
 	}
 	return nil
 }
 
 // hitsOf is a descriptor's hits: its own hits_addend when set (0 too),
-// else the request's, 0 meaning 1.
-func hitsOf(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor, i int) (int64, error) {
+// else the request's, 0 meaning 1; or, for a hits_addend above
+// math.MaxInt64, 0 hits and that overflow.
+func hitsOf(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor) (int64, uint64) {
 	if h := d.GetHitsAddend(); h != nil {
 		if h.GetValue() > math.MaxInt64 {
-			return 0, wire.InvalidArgument(fmt.Sprintf("descriptors[%d].hits_addend", i), fmt.Sprintf("%d exceeds %d", h.GetValue(), int64(math.MaxInt64)))
+			return 0, h.GetValue()
 		}
-		return int64(h.GetValue()), nil
+		return int64(h.GetValue()), 0
 	}
-	return int64(max(1, req.GetHitsAddend())), nil
+	return int64(max(1, req.GetHitsAddend())), 0
+}
+
+// overflowError is the reference's error for the first descriptor whose
+// hits_addend is above math.MaxInt64, if any: its Redis client sends the
+// hits as a signed INCRBY, which Redis answers with a negative count that
+// the client fails to read. The hits count in total_hits (as the
+// reference counts them before its pipeline), and the call as a store
+// error (its redis_error).
+func (s *RLS) overflowError(domain string, dcs []descriptorCheck, now time.Time) error {
+	for i := range dcs {
+		dc := &dcs[i]
+		if dc.overflow == 0 {
+			continue
+		}
+		s.metrics.counters(domain, dc.statsKey, dc.baseKey).total.Add(float64(dc.overflow))
+		s.metrics.storeError.Inc()
+		div := dc.rule.Unit.Divider()
+		key := dc.counter + strconv.FormatInt(now.Unix()/div*div, 10)
+		msg := fmt.Sprintf("command [%q %q %q] in pipeline returned error: invalid character - at position 0 in parseUint",
+			"INCRBY", key, strconv.FormatInt(int64(dc.overflow), 10))
+		return referenceError(fmt.Sprintf("descriptors[%d].hits_addend", i), msg)
+	}
+	return nil
+}
+
+// referenceError is an error the reference answers with a plain Go error
+// (gRPC Unknown, its message), with a BadRequest detail naming field.
+func referenceError(field, msg string) error {
+	st := status.New(codes.Unknown, msg)
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 // limitKey is the limiter key of a descriptor's counter key (the
@@ -356,46 +445,4 @@ func overrideBaseKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entr
 		keys[i].Key = e.GetKey()
 	}
 	return rls.OverrideKey(domain, keys)
-}
-
-// respond builds the response from the checks' results.
-func (s *RLS) respond(domain string, dcs []descriptorCheck, results []limiter.Result, now time.Time) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))}
-	// One allocation each for the statuses, their limits and durations.
-	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(dcs))
-	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(results))
-	durs := make([]durationpb.Duration, len(results))
-	for i := range dcs {
-		dc, st := &dcs[i], &statuses[i]
-		resp.Statuses[i] = st
-		st.Code = rlsv3.RateLimitResponse_OK
-		switch {
-		case dc.unlimited:
-			st.LimitRemaining = math.MaxUint32
-			continue
-		case dc.rule == nil:
-			continue
-		}
-		r := &results[dc.req]
-		rule := dc.rule
-		cl, dur := &limits[dc.req], &durs[dc.req]
-		cl.RequestsPerUnit, cl.Unit, cl.Name = rule.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(rule.Unit), rule.Name
-		dur.Seconds = rule.Unit.ResetAfter(now)
-		st.CurrentLimit, st.DurationUntilReset = cl, dur
-		st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
-		over := !r.Allowed
-		s.metrics.observe(domain, dc, r, s.near)
-		switch {
-		case !over:
-		case rule.ShadowMode:
-			st.LimitRemaining = 0
-		case rule.QuotaMode:
-			st.LimitRemaining, st.DurationUntilReset = 0, nil
-		default:
-			st.Code, st.LimitRemaining = rlsv3.RateLimitResponse_OVER_LIMIT, 0
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-	}
-	return resp
 }

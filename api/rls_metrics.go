@@ -21,6 +21,7 @@ import (
 //	ratelimit_service_rate_limit_within_limit    hits within the limit
 //	ratelimit_service_rate_limit_shadow_mode     hits over the limit that shadow_mode let through
 //	ratelimit_service_rate_limit_domain_not_found{domain}  descriptors of an unknown domain
+//	ratelimit_service_global_shadow_mode                   calls over the limit the global shadow mode answered OK
 //	ratelimit_service_config_load_success / _error         configuration loads
 //	ratelimit_service_should_rate_limit_error{err_type}    failed calls: service_error (bad
 //	                                                       request), store_error (a counter could not be reached or kept)
@@ -33,10 +34,9 @@ import (
 // rule's own key ("_other" for a domain), and
 // sluice_rls_metric_keys_folded_total counts it.
 //
-// Over the limit, the reference splits a hits_addend that crosses the limit
-// between near_limit and over_limit; Sluice's counters report only that
-// the count is over, so it counts all of such a call's hits as over_limit
-// (exact for hits_addend 1, Envoy's default).
+// A hits_addend that crosses a threshold is split as the reference splits
+// it (hitStatsOf): the hits past the limit are over_limit, those between
+// the near-limit threshold and the limit near_limit.
 
 // DefaultMaxMetricKeys is the default cap on request-derived series.
 const DefaultMaxMetricKeys = 10000
@@ -57,6 +57,7 @@ type rlsMetrics struct {
 	notFound                                                 *prometheus.CounterVec
 	loadSuccess, loadError                                   prometheus.Counter
 	serviceError, storeError                                 prometheus.Counter
+	globalShadow                                             prometheus.Counter
 	folded                                                   prometheus.Counter
 
 	mu      sync.RWMutex
@@ -93,6 +94,8 @@ func newRLSMetrics(reg prometheus.Registerer, maxKeys int) (*rlsMetrics, error) 
 			Name: "config_load_success", Help: "Rate limit configurations loaded and applied."}),
 		loadError: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service",
 			Name: "config_load_error", Help: "Rate limit configuration loads that failed; the configuration in force stayed."}),
+		globalShadow: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ratelimit", Subsystem: "service",
+			Name: "global_shadow_mode", Help: "Calls over the limit that the global shadow mode answered OK."}),
 		serviceError: errs.WithLabelValues("service_error"),
 		storeError:   errs.WithLabelValues("store_error"),
 		folded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "rls",
@@ -105,7 +108,7 @@ func newRLSMetrics(reg prometheus.Registerer, maxKeys int) (*rlsMetrics, error) 
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
-		m.notFound, m.loadSuccess, m.loadError, errs, m.folded} {
+		m.notFound, m.loadSuccess, m.loadError, errs, m.folded, m.globalShadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -181,26 +184,61 @@ func (m *rlsMetrics) domainNotFound(domain string) {
 // does, from its check's result.
 func (m *rlsMetrics) observe(domain string, dc *descriptorCheck, r *limiter.Result, ratio float32) {
 	c := m.counters(domain, dc.statsKey, dc.baseKey)
-	hits := float64(dc.hits)
-	c.total.Add(hits)
-	if !r.Allowed {
-		c.over.Add(hits)
-		if dc.rule.ShadowMode {
-			c.shadow.Add(hits)
-		}
-		return
+	st := hitStatsOf(r, dc.hits, ratio)
+	c.total.Add(float64(dc.hits))
+	addNonZero(c.over, st.over)
+	addNonZero(c.near, st.near)
+	addNonZero(c.within, st.within)
+	if dc.rule.ShadowMode {
+		addNonZero(c.shadow, st.over)
 	}
-	c.within.Add(hits)
-	// Within the limit the count is exact: limit - remaining.
+}
+
+func addNonZero(c prometheus.Counter, v int64) {
+	if v > 0 {
+		c.Add(float64(v))
+	}
+}
+
+// hitStats are one descriptor's hits split as the reference's
+// GetResponseDescriptorStatus splits them (checkOverLimitThreshold,
+// checkNearLimitThreshold; the shadow_mode hits are the over ones).
+type hitStats struct{ over, near, within int64 }
+
+// hitStatsOf splits hits from the window's count after them: over the
+// limit, the hits past it are over_limit and those between the near-limit
+// threshold (floor(limit × ratio), in float32 as the reference) and the
+// limit near_limit; within it, all are within_limit, and those past the
+// threshold near_limit too. A denied result without its count (answered
+// without the counter, e.g. by a fallback) counts all its hits over.
+func hitStatsOf(r *limiter.Result, hits int64, ratio float32) hitStats {
 	limit := r.Limit
-	after := limit - r.Remaining
-	before := max(after-dc.hits, 0)
 	near := int64(math.Floor(float64(float32(limit) * ratio)))
+	after := r.Count
 	switch {
-	case after <= near:
-	case before >= near:
-		c.near.Add(hits)
-	default:
-		c.near.Add(float64(after - near))
+	case r.Allowed:
+		after = limit - r.Remaining
+	case after <= limit: // denied without its count
+		return hitStats{over: hits}
 	}
+	before := max(after-hits, 0)
+	var st hitStats
+	if after > limit {
+		if before >= limit {
+			st.over = hits
+		} else {
+			st.over = after - limit
+			st.near = limit - max(near, before)
+		}
+		return st
+	}
+	st.within = hits
+	if after > near {
+		if before >= near {
+			st.near = hits
+		} else {
+			st.near = after - near
+		}
+	}
+	return st
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ type rlsHarness struct {
 
 var rlsEpoch = time.Date(2026, 3, 1, 12, 0, 10, 500e6, time.UTC)
 
-func newRLSHarness(t *testing.T, yaml string) *rlsHarness {
+func newRLSHarness(t *testing.T, yaml string, opts ...func(*RLSConfig)) *rlsHarness {
 	t.Helper()
 	clk := limitertest.NewClock(rlsEpoch)
 	lim, err := limiter.New(limiter.Config{NodeName: "n0", Clock: clk.Now})
@@ -78,7 +79,11 @@ func newRLSHarness(t *testing.T, yaml string) *rlsHarness {
 	}
 	t.Cleanup(lim.Close)
 	reg := prometheus.NewRegistry()
-	s, err := NewRLS(RLSConfig{Checker: lim, Clock: clk.Now, Registerer: reg, MaxMetricKeys: 3})
+	cfg := RLSConfig{Checker: lim, Clock: clk.Now, Registerer: reg, MaxMetricKeys: 3}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := NewRLS(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,9 +268,12 @@ func TestRLSSemantics(t *testing.T) {
 	}
 }
 
-// TestRLSBadRequests: an empty domain or descriptor list is an error with
-// the reference's message; so is a limit override with no unit (the
-// reference panics on it) and a hits_addend beyond int64.
+// TestRLSBadRequests: an empty domain or descriptor list is the
+// reference's error (Unknown, its message); so is a hits_addend beyond
+// int64 (its Redis error, naming the cache key), which counts nothing
+// while the request's other descriptors count; a limit override with no
+// unit (the reference panics on it) is InvalidArgument. Each names its
+// field in a BadRequest detail.
 func TestRLSBadRequests(t *testing.T) {
 	h := newRLSHarness(t, rlsConfig)
 	noUnit := desc("path=/a")
@@ -274,26 +282,38 @@ func TestRLSBadRequests(t *testing.T) {
 	for i := range manyDescs {
 		manyDescs[i] = desc("path=/a")
 	}
+	window := strconv.FormatInt(rlsEpoch.Unix()/60*60, 10)
 	for _, tt := range []struct {
 		req   *rlsv3.RateLimitRequest
+		code  codes.Code
 		field string
 		msg   string
 	}{
-		{request("", 0, desc("path=/a")), "domain", "rate limit domain must not be empty"},
-		{request("web", 0), "descriptors", "rate limit descriptor list must not be empty"},
-		{request("web", 0, desc("path=/a"), noUnit), "descriptors[1].limit.unit", "unknown unit 0"},
-		{request("web", 0, withHits(desc("path=/a"), math.MaxUint64)), "descriptors[0].hits_addend", "exceeds"},
-		{request("web", 0, manyDescs...), "descriptors", "1001 descriptors, at most 1000"},
+		{request("", 0, desc("path=/a")), codes.Unknown, "domain", "rate limit domain must not be empty"},
+		{request("", 0), codes.Unknown, "domain", "rate limit domain must not be empty"},
+		{request("web", 0), codes.Unknown, "descriptors", "rate limit descriptor list must not be empty"},
+		{request("web", 0, desc("path=/a"), noUnit), codes.InvalidArgument, "descriptors[1].limit.unit", "descriptors[1].limit.unit: unknown unit 0"},
+		{request("web", 0, desc("path=/b"), withHits(desc("path=/a"), math.MaxUint64)), codes.Unknown, "descriptors[1].hits_addend",
+			`command ["INCRBY" "web_path_/a_` + window + `" "-1"] in pipeline returned error: invalid character - at position 0 in parseUint`},
+		{request("web", 0, withHits(desc("path=/a"), 1<<63)), codes.Unknown, "descriptors[0].hits_addend",
+			`command ["INCRBY" "web_path_/a_` + window + `" "-9223372036854775808"] in pipeline returned error: invalid character - at position 0 in parseUint`},
+		{request("web", 0, manyDescs...), codes.InvalidArgument, "descriptors", "descriptors: 1001 descriptors, at most 1000 per request"},
 	} {
 		_, err := h.s.ShouldRateLimit(context.Background(), tt.req)
 		st := status.Convert(err)
-		if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tt.msg) || fieldOf(st) != tt.field {
-			t.Errorf("%v: %v (field %q), want InvalidArgument naming %s: %s", tt.req, err, fieldOf(st), tt.field, tt.msg)
+		if st.Code() != tt.code || st.Message() != tt.msg || fieldOf(st) != tt.field {
+			t.Errorf("%v: %v (field %q), want %v %q naming %s", tt.req, err, fieldOf(st), tt.code, tt.msg, tt.field)
 		}
 	}
 	if got := testutil.ToFloat64(h.s.metrics.serviceError); got != 5 {
 		t.Errorf("service_error = %v, want 5", got)
 	}
+	if got := testutil.ToFloat64(h.s.metrics.storeError); got != 2 {
+		t.Errorf("store_error = %v, want 2", got)
+	}
+	// The overflowing hits counted nothing on /a; /b's hit counted.
+	h.expect(0, request("web", 0, desc("path=/a")), ok, status_(ok, limit(5, minute, "per-path"), 4, 50))
+	h.expect(0, request("web", 0, desc("path=/b")), ok, status_(ok, limit(5, minute, "per-path"), 3, 50))
 }
 
 // TestRLSMetrics: counters named and counted as the reference's; the

@@ -28,7 +28,7 @@ import (
 // returned state is rolled to the window of the effective now, with
 // Expires = Start+Period.
 //
-// Remaining is max(0, Limit-count'); ResetAfter is the time until the
+// Remaining is max(0, Limit-count'), Count is count'; ResetAfter is the time until the
 // window ends, 0 when it holds nothing; when denied, RetryAfter is the time
 // until the window ends (when the count starts again from 0).
 func TakeFixedWindowHits(s WindowState, l Limit, now, cost int64) (WindowState, Result, error) {
@@ -44,7 +44,7 @@ func TakeFixedWindowHits(s WindowState, l Limit, now, cost int64) (WindowState, 
 	} else {
 		cur += cost
 	}
-	res := Result{Limit: limit, Allowed: cur <= limit, Remaining: max(limit-cur, 0)}
+	res := Result{Limit: limit, Allowed: cur <= limit, Remaining: max(limit-cur, 0), Count: cur}
 	if !res.Allowed {
 		res.RetryAfter = time.Duration(end - now)
 	}

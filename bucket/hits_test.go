@@ -31,7 +31,7 @@ func runHitsSteps(t *testing.T, l Limit, steps []hitsStep) {
 			t.Fatalf("step %d: t0+%v cost %d: %v", i, time.Duration(st.t-t0), st.cost, err)
 		}
 		want := Result{Allowed: st.allowed, Limit: l.Limit, Remaining: st.remaining,
-			ResetAfter: st.resetAfter, RetryAfter: st.retryAfter}
+			ResetAfter: st.resetAfter, RetryAfter: st.retryAfter, Count: st.count}
 		if res != want {
 			t.Errorf("step %d: t0+%v cost %d:\n got %+v\nwant %+v", i, time.Duration(st.t-t0), st.cost, res, want)
 		}

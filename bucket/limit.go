@@ -188,6 +188,10 @@ type Result struct {
 	// RetryAfter is, when denied, the time until the same cost could be
 	// admitted if nothing else is spent meanwhile; 0 when allowed.
 	RetryAfter time.Duration
+	// Count is, for FixedWindowHits, the window's count after the take
+	// (denied hits included), which tells by how much a denied take went
+	// over; 0 for the other algorithms, and when unknown.
+	Count int64
 }
 
 // costError is the error for a cost outside [0, capacity]: a negative cost,

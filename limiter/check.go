@@ -19,9 +19,20 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		return out[:0], tooManyItems(len(reqs))
 	}
 	set := l.policies.Load()
-	var small [8]job
-	jobs := small[:0]
-	if len(reqs) > len(small) {
+	// The jobs escape (to the forwarding goroutines, which are done when
+	// decide returns, as with out), so small batches reuse pooled ones.
+	var jobs []job
+	if len(reqs) <= smallBatch {
+		small, _ := l.smallJobs.Get().(*[smallBatch]job)
+		if small == nil {
+			small = new([smallBatch]job)
+		}
+		defer func() {
+			*small = [smallBatch]job{}
+			l.smallJobs.Put(small)
+		}()
+		jobs = small[:0]
+	} else {
 		jobs = make([]job, 0, len(reqs))
 	}
 	for i := range reqs {
@@ -45,6 +56,10 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 	l.metrics.observeBatch(out, jobs)
 	return out, nil
 }
+
+// smallBatch is the most items of a Check whose jobs come from
+// Limiter.smallJobs (a pool of *[smallBatch]job).
+const smallBatch = 8
 
 // job is one item being decided; res receives the answer.
 type job struct {

@@ -20,6 +20,7 @@ import (
 
 // Limiter decides checks. It is safe for concurrent use.
 type Limiter struct {
+	smallJobs    sync.Pool // of *[smallBatch]job, for Check
 	name         string
 	clock        func() time.Time
 	store        *store.Store

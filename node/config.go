@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/sluice-rl/sluice/api"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/tlsconfig"
 	"github.com/sluice-rl/sluice/limiter"
@@ -132,6 +134,30 @@ type Config struct {
 	// last (HTTP timeouts, header and body sizes, gRPC message size);
 	// zero fields take the defaults (see Bounds).
 	Bounds Bounds
+	// RLSShadowMode is envoyproxy/ratelimit's global shadow mode
+	// (SHADOW_MODE): a call over a limit is answered OK overall (its
+	// descriptor statuses keep OVER_LIMIT) and counted in
+	// ratelimit_service_global_shadow_mode; the counters count as always.
+	RLSShadowMode bool
+	// RLSResponseHeaders adds the reference's rate limit headers
+	// (LIMIT_RESPONSE_HEADERS_ENABLED) to every RLS response with a limited
+	// descriptor: RLSLimitHeader, RLSRemainingHeader and RLSResetHeader
+	// (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER),
+	// of the descriptor closest to its limit.
+	RLSResponseHeaders bool
+	// RLSLimitHeader names the header of the limit (requests per unit);
+	// DefaultConfig: RateLimit-Limit. Required with RLSResponseHeaders.
+	RLSLimitHeader string
+	// RLSRemainingHeader names the header of the remaining hits;
+	// DefaultConfig: RateLimit-Remaining. Required with RLSResponseHeaders.
+	RLSRemainingHeader string
+	// RLSResetHeader names the header of the seconds until the window
+	// resets; DefaultConfig: RateLimit-Reset. Required with
+	// RLSResponseHeaders.
+	RLSResetHeader string
+	// RLSNearLimitRatio is the share of a limit above which hits count as
+	// near_limit (NEAR_LIMIT_RATIO), in (0, 1]; DefaultConfig: 0.8.
+	RLSNearLimitRatio float64
 	// Store configures the key store (shards, memory cap). Store.MaxBytes
 	// 0 means no cap; DefaultConfig sets it from the memory available
 	// (see DefaultStoreMaxBytes).
@@ -170,6 +196,11 @@ func DefaultConfig() Config {
 		Store:           st,
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
+
+		RLSLimitHeader:     api.DefaultLimitHeader,
+		RLSRemainingHeader: api.DefaultRemainingHeader,
+		RLSResetHeader:     api.DefaultResetHeader,
+		RLSNearLimitRatio:  api.DefaultNearLimitRatio,
 	}
 }
 
@@ -212,9 +243,38 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: ShutdownTimeout: must be > 0", ErrInvalidConfig)
 	case c.RLSMaxMetricKeys < 0:
 		return fmt.Errorf("%w: RLSMaxMetricKeys: must be >= 0", ErrInvalidConfig)
+	case !(c.RLSNearLimitRatio > 0 && c.RLSNearLimitRatio <= 1):
+		return fmt.Errorf("%w: RLSNearLimitRatio: must be in (0, 1], got %v", ErrInvalidConfig, c.RLSNearLimitRatio)
+	}
+	if c.RLSResponseHeaders {
+		for _, h := range []struct{ field, name string }{
+			{"RLSLimitHeader", c.RLSLimitHeader}, {"RLSRemainingHeader", c.RLSRemainingHeader}, {"RLSResetHeader", c.RLSResetHeader},
+		} {
+			if !validHeaderName(h.name) {
+				return fmt.Errorf("%w: %s: %q is not an HTTP header name", ErrInvalidConfig, h.field, h.name)
+			}
+		}
 	}
 	if err := c.validateTLS(); err != nil {
 		return err
 	}
 	return c.Bounds.validate()
+}
+
+// validHeaderName reports whether s is an HTTP header field name (an RFC
+// 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

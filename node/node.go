@@ -278,6 +278,9 @@ func (n *Node) Close() error {
 
 func (n *Node) closeAll() error {
 	var errs []error
+	if n.grpc != nil {
+		n.grpc.Server.Stop() // its stream workers start with it
+	}
 	if n.grpcLn != nil {
 		errs = append(errs, n.grpcLn.Close())
 	}

@@ -21,6 +21,13 @@ func (n *Node) newRLS(reg prometheus.Registerer, tm *api.Metrics) error {
 		Metrics:       tm,
 		MaxMetricKeys: n.cfg.RLSMaxMetricKeys,
 		Logger:        n.log,
+
+		NearLimitRatio:  float32(n.cfg.RLSNearLimitRatio),
+		ShadowMode:      n.cfg.RLSShadowMode,
+		ResponseHeaders: n.cfg.RLSResponseHeaders,
+		LimitHeader:     n.cfg.RLSLimitHeader,
+		RemainingHeader: n.cfg.RLSRemainingHeader,
+		ResetHeader:     n.cfg.RLSResetHeader,
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)

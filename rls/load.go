@@ -58,11 +58,8 @@ func readFiles(path string) ([]File, error) {
 		if p == real {
 			return nil
 		}
-		if strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
+		if skip, err := skipDotfile(d); skip {
+			return err
 		}
 		if d.IsDir() {
 			return nil
@@ -104,4 +101,17 @@ func readFile(p string) ([]byte, error) {
 		return nil, &Error{File: p, Msg: fmt.Sprintf("larger than %d bytes", MaxFileBytes)}
 	}
 	return data, nil
+}
+
+// skipDotfile reports whether d is a dotfile or a dot directory, which
+// the loader skips (as the reference's RUNTIME_IGNOREDOTFILES), and what
+// a WalkDir function returns to skip it.
+func skipDotfile(d fs.DirEntry) (bool, error) {
+	if !strings.HasPrefix(d.Name(), ".") {
+		return false, nil
+	}
+	if d.IsDir() {
+		return true, filepath.SkipDir
+	}
+	return true, nil
 }

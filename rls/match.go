@@ -168,21 +168,24 @@ func CounterKey[E Entry](domain string, entries []E, shared []string) string {
 	for _, e := range entries {
 		n += len(e.GetKey()) + len(e.GetValue()) + 2
 	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(domain)
-	b.WriteByte('_')
+	return string(AppendCounterKey(make([]byte, 0, n), domain, entries, shared))
+}
+
+// AppendCounterKey appends CounterKey(domain, entries, shared) to dst.
+func AppendCounterKey[E Entry](dst []byte, domain string, entries []E, shared []string) []byte {
+	dst = append(dst, domain...)
+	dst = append(dst, '_')
 	for i, e := range entries {
-		b.WriteString(e.GetKey())
-		b.WriteByte('_')
+		dst = append(dst, e.GetKey()...)
+		dst = append(dst, '_')
 		v := e.GetValue()
 		if i < len(shared) && shared[i] != "" {
 			v = shared[i]
 		}
-		b.WriteString(v)
-		b.WriteByte('_')
+		dst = append(dst, v...)
+		dst = append(dst, '_')
 	}
-	return b.String()
+	return dst
 }
 
 // OverrideKey is the reference's metric key of a descriptor that carries

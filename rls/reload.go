@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -185,11 +184,8 @@ func (r *Reloader) syncWatches(w *fsnotify.Watcher) {
 			if err != nil || p == root {
 				return nil
 			}
-			if strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
+			if skip, err := skipDotfile(d); skip {
+				return err
 			}
 			if d.IsDir() {
 				want[p] = true

@@ -8,6 +8,12 @@ import (
 
 // descriptors decodes a list of descriptors; null is none.
 func (d *decoder) descriptors(n *yaml.Node, path string) ([]yamlDescriptor, error) {
+	return listOf(d, n, path, "a list of descriptors", true, d.descriptor)
+}
+
+// listOf decodes a list of mappings with item; null is none. nested
+// counts the list as a level of nesting (descriptors in descriptors).
+func listOf[T any](d *decoder, n *yaml.Node, path, what string, nested bool, item func(m *yaml.Node, path string) (T, error)) ([]T, error) {
 	n, err := d.resolve(n)
 	if err != nil {
 		return nil, err
@@ -16,24 +22,26 @@ func (d *decoder) descriptors(n *yaml.Node, path string) ([]yamlDescriptor, erro
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, d.errorf(n, path, "cannot unmarshal a %s into a list of descriptors", kindName(n))
+		return nil, d.errorf(n, path, "cannot unmarshal a %s into %s", kindName(n), what)
 	}
-	if err := d.enter(n, path); err != nil {
-		return nil, err
+	if nested {
+		if err := d.enter(n, path); err != nil {
+			return nil, err
+		}
+		defer d.leave()
 	}
-	defer d.leave()
-	out := make([]yamlDescriptor, 0, len(n.Content))
+	out := make([]T, 0, len(n.Content))
 	for i, e := range n.Content {
 		ipath := fmt.Sprintf("%s[%d]", path, i)
 		m, err := d.listMapping(e, ipath)
 		if err != nil {
 			return nil, err
 		}
-		desc, err := d.descriptor(m, ipath)
+		v, err := item(m, ipath)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, desc)
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -124,27 +132,11 @@ func (d *decoder) rateLimit(n *yaml.Node, path string, line int) (*yamlRateLimit
 
 // replaces decodes the replaces list.
 func (d *decoder) replaces(n *yaml.Node, path string) ([]yamlReplace, error) {
-	n, err := d.resolve(n)
-	if err != nil {
-		return nil, err
-	}
-	if isNull(n) {
-		return nil, nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		return nil, d.errorf(n, path, "cannot unmarshal a %s into a list of {name: ...}", kindName(n))
-	}
-	out := make([]yamlReplace, 0, len(n.Content))
-	for i, e := range n.Content {
-		ipath := fmt.Sprintf("%s[%d]", path, i)
-		m, err := d.listMapping(e, ipath)
-		if err != nil {
-			return nil, err
-		}
+	return listOf(d, n, path, "a list of {name: ...}", false, func(m *yaml.Node, ipath string) (yamlReplace, error) {
 		r := yamlReplace{line: m.Line}
 		ps, err := d.pairs(m, ipath)
 		if err != nil {
-			return nil, err
+			return r, err
 		}
 		for _, p := range ps {
 			if p.key == "name" {
@@ -153,10 +145,9 @@ func (d *decoder) replaces(n *yaml.Node, path string) ([]yamlReplace, error) {
 				err = d.ignored(p, ipath, "a replaces entry", replacesKeys)
 			}
 			if err != nil {
-				return nil, err
+				return r, err
 			}
 		}
-		out = append(out, r)
-	}
-	return out, nil
+		return r, nil
+	})
 }

@@ -93,6 +93,7 @@ func toPeerResult(dst *sluicev1.PeerResult, a *limiter.Answer) *sluicev1.PeerRes
 	dst.ResetAfterNs = int64(a.ResetAfter)
 	dst.RetryAfterNs = int64(a.RetryAfter)
 	dst.Granted = a.Granted
+	dst.Count = a.Count
 	if a.Err != nil {
 		code := answerCode(a.Err)
 		dst.ErrorCode = int32(code)
@@ -119,6 +120,7 @@ func fromPeerResult(dst *limiter.Answer, r *sluicev1.PeerResult) {
 		Remaining:  r.GetRemaining(),
 		ResetAfter: time.Duration(r.GetResetAfterNs()),
 		RetryAfter: time.Duration(r.GetRetryAfterNs()),
+		Count:      r.GetCount(),
 	}, Granted: r.GetGranted()}
 	if c := r.GetErrorCode(); c != 0 {
 		dst.Err = answerError(codes.Code(c), r.GetErrorMessage())

@@ -4,8 +4,8 @@
 // (between the bench-compare markers), bin/bench-compare.json,
 // bin/bench-compare-headline.md and a latency plot. Its RLS scenarios (f,
 // g; --only rls) run Envoy RLS v3 ShouldRateLimit calls against the Sluice
-// cluster (--rls-config) and envoyproxy/ratelimit + Redis (bin/ratelimit,
-// built by make rlsref from the nested module tools/rlsref), into their own
+// cluster (--rls-config), a 1-node Sluice, and envoyproxy/ratelimit + Redis (bin/ratelimit,
+// built by make rlsref from the nested module tools/rlsref/reference), into their own
 // section of docs/benchmarks.md (the bench-compare-rls markers) and plot.
 //
 //	make bench-compare

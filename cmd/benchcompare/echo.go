@@ -66,7 +66,7 @@ func runEchoServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := grpc.NewServer(wire.ServerOption())
+	s := grpc.NewServer(wire.ServerOptions()...) // as Sluice's servers
 	sluicev1.RegisterRateLimiterServer(s, echoServer{})
 	rlspb.RegisterRateLimitServiceServer(s, rlsEchoServer{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

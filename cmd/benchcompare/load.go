@@ -75,8 +75,8 @@ func (r *runner) runLoad(ctx context.Context, sc scenario, sys string) Result {
 		}
 	}
 	for _, c := range procs {
-		if done, werr := c.exited(); done {
-			res.Error = strings.TrimPrefix(fmt.Sprintf("%s; %s exited during the run (%v): %s", res.Error, c.name, werr, c.logTail()), "; ")
+		if done, werr := c.Exited(); done {
+			res.Error = strings.TrimPrefix(fmt.Sprintf("%s; %s exited during the run (%v): %s", res.Error, c.Name, werr, c.LogTail(8)), "; ")
 		}
 	}
 	return res
@@ -86,7 +86,7 @@ func (r *runner) runLoad(ctx context.Context, sc scenario, sys string) Result {
 func serversCPU(procs []*child) (time.Duration, error) {
 	var sum time.Duration
 	for _, c := range procs {
-		d, err := procCPU(c.pid())
+		d, err := procCPU(c.Pid())
 		if err != nil {
 			return 0, err
 		}

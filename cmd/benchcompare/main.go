@@ -73,7 +73,7 @@ func (o *options) nodeEnv() []string {
 }
 
 // allSystems are the systems, in report order.
-var allSystems = []string{"sluice", "redis", "echo", "ratelimit"}
+var allSystems = []string{"sluice", "sluice1", "redis", "echo", "ratelimit"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -87,7 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.headline, "headline", "bin/bench-compare-headline.md", "the compact headline table, for the README")
 	fs.Int64Var(&o.keysE, "keys-e", 10_000_000, "distinct keys filled into one node in scenario e")
 	only := fs.String("only", "a,b,c,d,e,f,g", "scenarios to run, comma-separated; rls is f,g (Envoy RLS)")
-	systems := fs.String("systems", "sluice,redis,echo,ratelimit", "systems to run, comma-separated (ratelimit: envoyproxy/ratelimit + Redis, in f and g)")
+	systems := fs.String("systems", "sluice,sluice1,redis,echo,ratelimit", "systems to run, comma-separated (sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only)")
 	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
 	fs.StringVar(&o.ratelimitBin, "ratelimit", "bin/ratelimit", "envoyproxy/ratelimit's binary, for f and g (make rlsref)")
 	fs.StringVar(&o.rlsSVG, "rls-svg", "docs/bench-compare-rls-latency.svg", "the RLS scenarios' latency plot (empty: none)")
@@ -153,7 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			continue
 		}
 		if !contains(allSystems, s) {
-			return nil, fmt.Errorf("--systems: %q is not one of sluice, redis, echo, ratelimit", s)
+			return nil, fmt.Errorf("--systems: %q is not one of %s", s, strings.Join(allSystems, ", "))
 		}
 		if !contains(o.systems, s) {
 			o.systems = append(o.systems, s)

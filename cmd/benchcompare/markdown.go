@@ -76,25 +76,35 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 		}
 		w("\n")
 	}
+	plot := ""
+	if svgLink != "" {
+		plot = fmt.Sprintf("Latency by percentile, one tile per scenario:\n\n![latency](%s)", svgLink)
+	}
+	writeTail(&b, rep, targets, "target (Sluice)", "measured (Sluice vs Redis + Lua)", plot)
+	return b.String()
+}
+
+// writeTail ends a section: the targets table (its columns headed
+// target and measured), the latency plot's markdown (if any), and a note
+// when the run was interrupted.
+func writeTail(b *strings.Builder, rep *Report, targets []Target, target, measured, plot string) {
 	if len(targets) > 0 {
-		w("### Targets\n\n")
-		w("| scenario | target (Sluice) | measured (Sluice vs Redis + Lua) | result |\n|---|---|---|---|\n")
+		fmt.Fprintf(b, "### Targets\n\n| scenario | %s | %s | result |\n|---|---|---|---|\n", target, measured)
 		for _, t := range targets {
 			st := t.Status
 			if st == statusMissed {
 				st = "**missed**"
 			}
-			w("| (%s) | %s | %s | %s |\n", t.Scenario, t.Name, mdEscape(t.Measured), st)
+			fmt.Fprintf(b, "| (%s) | %s | %s | %s |\n", t.Scenario, t.Name, mdEscape(t.Measured), st)
 		}
-		w("\n")
+		b.WriteString("\n")
 	}
-	if svgLink != "" {
-		w("Latency by percentile, one tile per scenario:\n\n![latency](%s)\n\n", svgLink)
+	if plot != "" {
+		b.WriteString(plot + "\n\n")
 	}
 	if rep.Interrupted {
-		w("The run was interrupted: the figures above are partial.\n\n")
+		b.WriteString("The run was interrupted: the figures above are partial.\n\n")
 	}
-	return b.String()
 }
 
 // renderHeadline is the compact table for the README.

@@ -70,8 +70,8 @@ func (r *runner) memSluice(ctx context.Context, m *MemResult) error {
 		return err
 	}
 	nd := nodes[0]
-	defer nd.stop(5 * time.Second)
-	if m.RSSBefore, err = procRSS(nd.pid()); err != nil {
+	defer nd.Stop(5 * time.Second)
+	if m.RSSBefore, err = procRSS(nd.Pid()); err != nil {
 		return err
 	}
 	cl, err := client.New(client.Config{Addrs: []string{nd.grpc}, Timeout: 30 * time.Second})
@@ -105,7 +105,7 @@ func (r *runner) memSluice(ctx context.Context, m *MemResult) error {
 		return err
 	}
 	m.Filled = m.Keys - itemErrs.Load()
-	if m.RSS, err = procRSS(nd.pid()); err != nil {
+	if m.RSS, err = procRSS(nd.Pid()); err != nil {
 		return err
 	}
 	if n := itemErrs.Load(); n > 0 {
@@ -128,7 +128,7 @@ func (r *runner) memRedis(ctx context.Context, m *MemResult) error {
 	}
 	// Give the memory back whatever happens: the server stays up until exit.
 	defer func() { _ = t.flushAll(context.WithoutCancel(ctx)) }()
-	if m.RSSBefore, err = procRSS(r.redis.pid()); err != nil {
+	if m.RSSBefore, err = procRSS(r.redis.Pid()); err != nil {
 		return err
 	}
 	var denied atomic.Int64
@@ -158,7 +158,7 @@ func (r *runner) memRedis(ctx context.Context, m *MemResult) error {
 		return err
 	}
 	m.Filled = n
-	if m.RSS, err = procRSS(r.redis.pid()); err != nil {
+	if m.RSS, err = procRSS(r.redis.Pid()); err != nil {
 		return err
 	}
 	if m.UsedMemory, err = t.usedMemory(ctx); err != nil {

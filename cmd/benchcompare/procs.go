@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,23 +15,15 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/internal/procs"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// child is a server process this program started. stop kills it and waits
-// for it; it is safe to call more than once.
-type child struct {
-	name string
-	cmd  *exec.Cmd
-	log  string // file holding its stdout and stderr
-	done chan struct{}
-	err  error // from Wait, once done is closed
-
-	stopOnce sync.Once
-}
+// child is a server process this program started.
+type child = procs.Proc
 
 // children are all the processes started, so that every one is stopped on
 // exit whatever path the program takes.
@@ -52,79 +42,21 @@ func newChildren() (*children, error) {
 }
 
 // start runs a server process with its output in a log file in the temp
-// dir. It is in its own process group (a terminal's Ctrl-C reaches only
-// this program, which then stops it) and dies with this program's thread
-// if this program is killed.
+// dir (procs.Start).
 func (cs *children) start(name string, path string, args ...string) (*child, error) {
 	return cs.startEnv(name, nil, path, args...)
 }
 
 // startEnv is start with env added to this program's environment.
 func (cs *children) startEnv(name string, env []string, path string, args ...string) (*child, error) {
-	logPath := filepath.Join(cs.dir, name+".log")
-	f, err := os.Create(logPath)
+	c, err := procs.Start(cs.dir, name, env, path, args...)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, args...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	f.Close() // the child holds its own descriptor
-	c := &child{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
 	cs.mu.Lock()
 	cs.list = append(cs.list, c)
 	cs.mu.Unlock()
 	return c, nil
-}
-
-func (c *child) pid() int { return c.cmd.Process.Pid }
-
-// exited reports whether the process has ended, and how.
-func (c *child) exited() (bool, error) {
-	select {
-	case <-c.done:
-		return true, c.err
-	default:
-		return false, nil
-	}
-}
-
-// stop sends SIGTERM, waits up to grace, then SIGKILL, and waits.
-func (c *child) stop(grace time.Duration) {
-	c.stopOnce.Do(func() {
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-			return
-		case <-time.After(grace):
-		}
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	})
-}
-
-// logTail returns the last lines of the child's output, for error messages.
-func (c *child) logTail() string {
-	b, err := os.ReadFile(c.log)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // stopAll stops every child (concurrently) and removes the temp dir.
@@ -135,33 +67,11 @@ func (cs *children) stopAll() {
 	cs.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range list {
-		wg.Go(func() { c.stop(5 * time.Second) })
+		wg.Go(func() { c.Stop(5 * time.Second) })
 	}
 	wg.Wait()
 	_ = os.RemoveAll(cs.dir)
 }
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // procCPU returns the CPU time (user + system) the process has used so far.
 func procCPU(pid int) (time.Duration, error) {
@@ -228,16 +138,16 @@ type sluiceNode struct {
 // startSluice starts n nodes; nodes after the first join the first. It
 // waits until every node is ready and sees n members.
 func startSluice(ctx context.Context, cs *children, bin string, n int, prefix string, env []string, extra ...string) ([]*sluiceNode, error) {
-	ports, err := freePorts(4 * n)
+	ports, err := procs.FreePorts(4 * n)
 	if err != nil {
 		return nil, err
 	}
 	var nodes []*sluiceNode
 	for i := range n {
-		nd := &sluiceNode{grpc: loopback(ports[4*i]), http: loopback(ports[4*i+1]), gossip: loopback(ports[4*i+2])}
+		nd := &sluiceNode{grpc: procs.Loopback(ports[4*i]), http: procs.Loopback(ports[4*i+1]), gossip: procs.Loopback(ports[4*i+2])}
 		name := fmt.Sprintf("%s%d", prefix, i+1)
 		args := []string{"serve", "--node-name", name, "--grpc-addr", nd.grpc, "--http-addr", nd.http,
-			"--peer-addr", loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "3s"}
+			"--peer-addr", procs.Loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "3s"}
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
 		}
@@ -269,8 +179,8 @@ func waitSluiceNode(ctx context.Context, nd *sluiceNode, want int, deadline time
 	hc := &http.Client{Timeout: time.Second}
 	last := "not polled"
 	for {
-		if done, werr := nd.exited(); done {
-			return fmt.Errorf("%s exited (%v): %s", nd.name, werr, nd.logTail())
+		if done, werr := nd.Exited(); done {
+			return fmt.Errorf("%s exited (%v): %s", nd.Name, werr, nd.LogTail(8))
 		}
 		ready := false
 		if resp, err := hc.Get("http://" + nd.http + "/readyz"); err != nil {
@@ -290,7 +200,7 @@ func waitSluiceNode(ctx context.Context, nd *sluiceNode, want int, deadline time
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready with %d members before the deadline: %s; log: %s", nd.name, want, last, nd.logTail())
+			return fmt.Errorf("%s not ready with %d members before the deadline: %s; log: %s", nd.Name, want, last, nd.LogTail(8))
 		}
 		select {
 		case <-ctx.Done():
@@ -298,54 +208,6 @@ func waitSluiceNode(ctx context.Context, nd *sluiceNode, want int, deadline time
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// waitTCP waits until addr accepts connections, the child exits, or the
-// deadline passes.
-func waitTCP(ctx context.Context, c *child, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if done, werr := c.exited(); done {
-			return fmt.Errorf("%s exited (%v): %s", c.name, werr, c.logTail())
-		}
-		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %s not accepting connections: %v; log: %s", c.name, addr, err, c.logTail())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// ensureRedis returns the path of redis-server, installing Debian's package
-// if it is not on PATH.
-func ensureRedis(ctx context.Context) (string, error) {
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p, nil
-	}
-	fmt.Fprintln(os.Stderr, "benchcompare: redis-server not on PATH: apt-get install -y redis-server")
-	apt := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		return cmd.Run()
-	}
-	if err := apt("install", "-y", "redis-server"); err != nil {
-		if err := apt("update"); err != nil {
-			return "", fmt.Errorf("apt-get update: %w", err)
-		}
-		if err := apt("install", "-y", "redis-server"); err != nil {
-			return "", fmt.Errorf("apt-get install redis-server: %w", err)
-		}
-	}
-	return exec.LookPath("redis-server")
 }
 
 // commandOutput runs a short command and returns its trimmed output, or ""

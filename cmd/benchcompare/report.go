@@ -97,6 +97,8 @@ func systemName(sys string) string {
 	switch sys {
 	case "sluice":
 		return "Sluice (3 nodes)"
+	case "sluice1":
+		return "Sluice (1 node)"
 	case "redis":
 		return "Redis + Lua"
 	case "echo":

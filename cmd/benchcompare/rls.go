@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"debug/buildinfo"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/bench"
+	"github.com/sluice-rl/sluice/internal/procs"
 )
 
 // The RLS scenarios (f, g): every descriptor {key: <bench key>} in domain
@@ -77,12 +77,12 @@ func (r *runner) startReference(ctx context.Context) {
 		fail(err)
 		return
 	}
-	ports, err := freePorts(3)
+	ports, err := procs.FreePorts(3)
 	if err != nil {
 		fail(err)
 		return
 	}
-	r.refAddr = loopback(ports[2])
+	r.refAddr = procs.Loopback(ports[2])
 	env := append([]string{
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
 		"RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true",
@@ -94,7 +94,7 @@ func (r *runner) startReference(ctx context.Context) {
 	r.logf("starting envoyproxy/ratelimit on %s (redis %s)", r.refAddr, r.redisAddr)
 	c, err := r.cs.startEnv("ratelimit", env, r.o.ratelimitBin)
 	if err == nil {
-		err = waitTCP(ctx, c, r.refAddr, 30*time.Second)
+		err = procs.WaitTCP(ctx, c, r.refAddr, 30*time.Second)
 	}
 	if err != nil {
 		fail(err)
@@ -112,6 +112,8 @@ func (r *runner) newRLSTarget(ctx context.Context, sys string) (bench.Target, er
 		for _, n := range r.sluice {
 			cfg.Addrs = append(cfg.Addrs, n.grpc)
 		}
+	case "sluice1":
+		cfg.Addrs = []string{r.sluice1.grpc}
 	case "echo":
 		cfg.Addrs = []string{r.echoAddr}
 	case "ratelimit":
@@ -129,19 +131,13 @@ func (r *runner) newRLSTarget(ctx context.Context, sys string) (bench.Target, er
 }
 
 // referenceVersion is envoyproxy/ratelimit's module version, from the
-// binary's build information.
+// binary's build information ("" without it).
 func referenceVersion(bin string) string {
-	bi, err := buildinfo.ReadFile(bin)
-	if err != nil {
+	if _, err := os.Stat(bin); err != nil {
 		return ""
 	}
-	if bi.Main.Path == refModule {
-		return refModule + " " + bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == refModule {
-			return refModule + " " + d.Version
-		}
+	if v := procs.ModuleVersion(bin, refModule); v != "" {
+		return refModule + " " + v
 	}
 	return refModule
 }

@@ -31,9 +31,13 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 			}
 			w("- **%s**: three `bin/sluice serve --rls-config` processes in one gossip cluster, %s; the\n", systemName(sys), procs)
 			w("  calls go to the nodes in turn, and a node forwards each descriptor to its owner (no Redis).\n")
+		case "sluice1":
+			w("- **%s**: one `bin/sluice serve --rls-config` process, Go's default GOMAXPROCS, as the\n", systemName(sys))
+			w("  reference runs: it owns every descriptor and forwards none (no Redis).\n")
 		case "echo":
-			w("- **%s**: a bare gRPC server that answers every descriptor OK, with a current limit, without\n", systemName(sys))
-			w("  deciding or counting anything: the floor of one ShouldRateLimit call on this machine.\n")
+			w("- **%s**: a bare gRPC server (Sluice's server options: codec, windows, stream workers) that\n", systemName(sys))
+			w("  answers every descriptor OK, with a current limit, without deciding or counting anything: the\n")
+			w("  floor of one ShouldRateLimit call on this machine.\n")
 		case "ratelimit":
 			w("- **%s**: `bin/ratelimit` (%s, built from the Go module proxy by\n", systemName(sys), orDash(rep.Machine.Ratelimit))
 			w("  `make rlsref`; Go's default GOMAXPROCS) on one `redis-server` (no persistence), configured by\n")
@@ -47,23 +51,10 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 	for _, sc := range rep.Scenarios {
 		writeScenarioTable(&b, rep, sc)
 	}
-	if len(targets) > 0 {
-		w("### Targets\n\n")
-		w("| scenario | target (Sluice) | measured (Sluice vs envoyproxy/ratelimit + Redis) | result |\n|---|---|---|---|\n")
-		for _, t := range targets {
-			st := t.Status
-			if st == statusMissed {
-				st = "**missed**"
-			}
-			w("| (%s) | %s | %s | %s |\n", t.Scenario, t.Name, mdEscape(t.Measured), st)
-		}
-		w("\n")
-	}
+	plot := ""
 	if svgLink != "" {
-		w("Latency by percentile:\n\n![RLS latency](%s)\n\n", svgLink)
+		plot = fmt.Sprintf("Latency by percentile:\n\n![RLS latency](%s)", svgLink)
 	}
-	if rep.Interrupted {
-		w("The run was interrupted: the figures above are partial.\n\n")
-	}
+	writeTail(&b, rep, targets, "target", "measured (Sluice vs envoyproxy/ratelimit + Redis)", plot)
 	return b.String()
 }

@@ -22,9 +22,9 @@ func TestOnlyRLSAndWhoRuns(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		for _, sys := range allSystems {
-			want := sys != "ratelimit"
+			want := sys != "ratelimit" && sys != "sluice1"
 			if sc.RLS {
-				want = sys == "sluice" || sys == "ratelimit" || sys == "echo"
+				want = sys == "sluice" || sys == "sluice1" || sys == "ratelimit" || sys == "echo"
 			}
 			if sc.runs(sys) != want {
 				t.Errorf("(%s) runs %s = %v", sc.ID, sys, !want)
@@ -34,37 +34,44 @@ func TestOnlyRLSAndWhoRuns(t *testing.T) {
 }
 
 // The RLS targets: at 64 callers (g), 3× envoyproxy/ratelimit's calls/s and a
-// lower p99; the RLS section shows f and g and only their targets, and the
-// other section none of them.
+// lower p99, for the 3-node and the 1-node Sluice; the RLS section shows f
+// and g and only their targets, and the other section none of them.
 func TestRLSTargetsAndSection(t *testing.T) {
 	const ms = time.Millisecond
 	rep := &Report{Date: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC), Command: "make bench-compare", Flags: "--only rls",
-		Systems: []string{"sluice", "redis", "echo", "ratelimit"}, RLSConfig: rlsConfigYAML(),
+		Systems: []string{"sluice", "sluice1", "redis", "echo", "ratelimit"}, RLSConfig: rlsConfigYAML(),
 		Scenarios: []ScenarioInfo{{ID: "a", Title: "A"}, {ID: "f", Title: "F", RLS: true}, {ID: "g", Title: "G", RLS: true}}}
 	rep.Results = []Result{
 		res("a", "sluice", 1000, ms, 1), res("a", "redis", 900, ms, 1),
 		res("f", "sluice", 20_000, ms, 1), res("f", "ratelimit", 9_000, 2*ms, 2),
 		res("g", "sluice", 30_000, 3*ms, 1), res("g", "ratelimit", 10_000, 4*ms, 2),
+		res("g", "sluice1", 40_000, 2*ms, 1),
 	}
+	const three, one = "Sluice (3 nodes): ", "Sluice (1 node): "
 	ts := evaluateTargets(rep)
-	if st := statusOf(ts, "g", "calls/s ≥ 3×"); st != statusMet {
-		t.Errorf("g calls/s 3.0×: %s", st)
-	}
-	if st := statusOf(ts, "g", "p99 <"); st != statusMet {
-		t.Errorf("g p99 3 ms < 4 ms: %s", st)
+	for _, p := range []string{three, one} {
+		if st := statusOf(ts, "g", p+"calls/s ≥ 3×"); st != statusMet {
+			t.Errorf("g %scalls/s ≥ 3×: %s", p, st)
+		}
+		if st := statusOf(ts, "g", p+"p99 <"); st != statusMet {
+			t.Errorf("g %sp99 <: %s", p, st)
+		}
 	}
 	rep.Results[4] = res("g", "sluice", 29_000, 4*ms, 1)
 	ts = evaluateTargets(rep)
-	if statusOf(ts, "g", "calls/s ≥ 3×") != statusMissed || statusOf(ts, "g", "p99 <") != statusMissed {
+	if statusOf(ts, "g", three+"calls/s ≥ 3×") != statusMissed || statusOf(ts, "g", three+"p99 <") != statusMissed {
 		t.Errorf("g 2.9× with an equal p99: %v", targetsOf(ts, true))
 	}
+	if statusOf(ts, "g", one+"calls/s ≥ 3×") != statusMet {
+		t.Errorf("g 1 node: %v", targetsOf(ts, true))
+	}
 	rlsRep := rep.only(isRLS)
-	if strings.Join(rlsRep.Systems, ",") != "sluice,echo,ratelimit" {
+	if strings.Join(rlsRep.Systems, ",") != "sluice,sluice1,echo,ratelimit" {
 		t.Errorf("RLS systems %v", rlsRep.Systems)
 	}
 	md := renderRLSSection(rlsRep, targetsOf(ts, true), "rls.svg")
 	for _, want := range []string{"### (f) F", "### (g) G", "| envoyproxy/ratelimit + Redis | 9,000 |", "calls/s", "requests_per_unit: 100",
-		"| (g) | calls/s ≥ 3×", "![RLS latency](rls.svg)"} {
+		"| (g) | Sluice (3 nodes): calls/s ≥ 3×", "| (g) | Sluice (1 node): p99 <", "| Sluice (1 node) | 40,000 |", "![RLS latency](rls.svg)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("RLS section lacks %q:\n%s", want, md)
 		}

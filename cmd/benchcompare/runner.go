@@ -16,13 +16,16 @@ type runner struct {
 
 	sluice    []*sluiceNode
 	sluiceErr error
-	redis     *child
-	redisAddr string
-	redisErr  error
-	redisBin  string
-	echo      *child
-	echoAddr  string
-	echoErr   error
+	// sluice1 is the 1-node Sluice of the RLS scenarios.
+	sluice1    *sluiceNode
+	sluice1Err error
+	redis      *child
+	redisAddr  string
+	redisErr   error
+	redisBin   string
+	echo       *child
+	echoAddr   string
+	echoErr    error
 	// ref is envoyproxy/ratelimit (with redis as its store), for f and g.
 	ref     *child
 	refAddr string
@@ -77,6 +80,9 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		if r.want("sluice") {
 			r.startSluiceCluster(ctx, rls)
 		}
+		if rls && r.want("sluice1") {
+			r.startSluiceOne(ctx)
+		}
 		if r.want("echo") {
 			r.startEcho(ctx)
 		}
@@ -105,18 +111,21 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 	// Scenario e alone: the cluster and the echo are no longer needed.
 	var wg sync.WaitGroup
 	for _, n := range r.sluice {
-		wg.Go(func() { n.stop(5 * time.Second) })
+		wg.Go(func() { n.Stop(5 * time.Second) })
+	}
+	if r.sluice1 != nil {
+		wg.Go(func() { r.sluice1.Stop(5 * time.Second) })
 	}
 	if r.echo != nil {
-		wg.Go(func() { r.echo.stop(5 * time.Second) })
+		wg.Go(func() { r.echo.Stop(5 * time.Second) })
 	}
 	if r.ref != nil {
-		wg.Go(func() { r.ref.stop(5 * time.Second) })
+		wg.Go(func() { r.ref.Stop(5 * time.Second) })
 	}
 	wg.Wait()
 	if r.o.only["e"] {
 		for _, sys := range r.o.systems {
-			if sys == "echo" || sys == "ratelimit" {
+			if sys == "echo" || sys == "ratelimit" || sys == "sluice1" {
 				continue
 			}
 			if err := ctx.Err(); err != nil {

@@ -35,13 +35,14 @@ type scenario struct {
 }
 
 // runs reports whether sys takes part in the scenario: the RLS scenarios
-// compare Sluice with envoyproxy/ratelimit (and the echo's RLS), the
-// others Sluice with Redis + Lua and the echo.
+// compare Sluice (3 nodes, and 1 node as the reference's one process)
+// with envoyproxy/ratelimit (and the echo's RLS), the others Sluice with
+// Redis + Lua and the echo.
 func (sc scenario) runs(sys string) bool {
 	if sc.RLS {
-		return sys == "sluice" || sys == "ratelimit" || sys == "echo"
+		return sys == "sluice" || sys == "sluice1" || sys == "ratelimit" || sys == "echo"
 	}
-	return sys != "ratelimit"
+	return sys != "ratelimit" && sys != "sluice1"
 }
 
 var scenarios = []scenario{

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/bench"
+	"github.com/sluice-rl/sluice/internal/procs"
 )
 
 // startSluiceCluster starts the 3 nodes; with rls, serving the RLS
@@ -33,25 +33,41 @@ func (r *runner) startSluiceCluster(ctx context.Context, rls bool) {
 	r.sluice = nodes
 }
 
+// startSluiceOne starts the 1-node Sluice of the RLS scenarios, with Go's
+// default GOMAXPROCS (all cores), as envoyproxy/ratelimit runs.
+func (r *runner) startSluiceOne(ctx context.Context) {
+	r.logf("starting a 1-node Sluice (%s)", r.o.sluiceBin)
+	path, err := r.writeRLSConfig()
+	if err == nil {
+		var nodes []*sluiceNode
+		if nodes, err = startSluice(ctx, r.cs, r.o.sluiceBin, 1, "sluice-one-", nil, "--rls-config", path); err == nil {
+			r.sluice1 = nodes[0]
+		}
+	}
+	if err != nil {
+		r.sluice1Err = err
+		r.logf("sluice (1 node): %v", err)
+	}
+}
+
 func (r *runner) startRedis(ctx context.Context) {
-	bin, err := ensureRedis(ctx)
+	bin, err := procs.EnsureRedis(ctx, "benchcompare")
 	if err != nil {
 		r.redisErr = err
 		r.logf("redis: %v", err)
 		return
 	}
 	r.redisBin = bin
-	ports, err := freePorts(1)
+	ports, err := procs.FreePorts(1)
 	if err != nil {
 		r.redisErr = err
 		return
 	}
-	r.redisAddr = loopback(ports[0])
+	r.redisAddr = procs.Loopback(ports[0])
 	r.logf("starting redis-server on %s", r.redisAddr)
-	c, err := r.cs.start("redis", bin, "--save", "", "--appendonly", "no", "--port", strconv.Itoa(ports[0]),
-		"--bind", "127.0.0.1", "--dir", r.cs.dir)
+	c, err := r.cs.start("redis", bin, procs.RedisArgs(ports[0], r.cs.dir)...)
 	if err == nil {
-		err = waitTCP(ctx, c, r.redisAddr, 15*time.Second)
+		err = procs.WaitTCP(ctx, c, r.redisAddr, 15*time.Second)
 	}
 	if err != nil {
 		r.redisErr = err
@@ -67,16 +83,16 @@ func (r *runner) startEcho(ctx context.Context) {
 		r.echoErr = err
 		return
 	}
-	ports, err := freePorts(1)
+	ports, err := procs.FreePorts(1)
 	if err != nil {
 		r.echoErr = err
 		return
 	}
-	r.echoAddr = loopback(ports[0])
+	r.echoAddr = procs.Loopback(ports[0])
 	r.logf("starting the gRPC echo on %s", r.echoAddr)
 	c, err := r.cs.start("echo", exe, "echo-server", "--addr", r.echoAddr)
 	if err == nil {
-		err = waitTCP(ctx, c, r.echoAddr, 15*time.Second)
+		err = procs.WaitTCP(ctx, c, r.echoAddr, 15*time.Second)
 	}
 	if err != nil {
 		r.echoErr = err
@@ -98,6 +114,11 @@ func (r *runner) servers(sys string) ([]*child, error) {
 			cs = append(cs, n.child)
 		}
 		return cs, nil
+	case "sluice1":
+		if r.sluice1Err != nil {
+			return nil, r.sluice1Err
+		}
+		return []*child{r.sluice1.child}, nil
 	case "redis":
 		if r.redisErr != nil {
 			return nil, r.redisErr

@@ -136,14 +136,26 @@ func evaluateTargets(rep *Report) []Target {
 	return append(ts, rlsTargets(rep)...)
 }
 
-// rlsTargets judges the RLS target of scenario g: at 64 callers, Sluice
-// answers at least 3× envoyproxy/ratelimit's calls/s with a lower p99.
+// rlsTargets judges the RLS target of scenario g for each Sluice (3
+// nodes, 1 node) that ran: at 64 callers, Sluice answers at least 3×
+// envoyproxy/ratelimit's calls/s with a lower p99.
 func rlsTargets(rep *Report) []Target {
 	if !rep.ran("g") {
 		return nil
 	}
-	const n1, n2 = "calls/s ≥ 3× envoyproxy/ratelimit's", "p99 < envoyproxy/ratelimit's p99"
-	s, r := rep.result("g", "sluice"), rep.result("g", "ratelimit")
+	var ts []Target
+	for _, sys := range []string{"sluice", "sluice1"} {
+		if contains(rep.Systems, sys) {
+			ts = append(ts, rlsTargetsOf(rep, sys)...)
+		}
+	}
+	return ts
+}
+
+// rlsTargetsOf judges scenario g's targets for one Sluice system.
+func rlsTargetsOf(rep *Report, sys string) []Target {
+	n1, n2 := systemName(sys)+": calls/s ≥ 3× envoyproxy/ratelimit's", systemName(sys)+": p99 < envoyproxy/ratelimit's p99"
+	s, r := rep.result("g", sys), rep.result("g", "ratelimit")
 	why := ""
 	switch {
 	case !s.ok():

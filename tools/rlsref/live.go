@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/procs"
 )
 
 // liveOptions are live's flags.
@@ -29,7 +31,7 @@ type sluiceNode struct {
 // the first join it. It returns once every node answers ShouldRateLimit
 // and sees n members.
 func startSluice(ctx context.Context, dir, bin, configDir string, n int) ([]*sluiceNode, []*rlsClient, error) {
-	ports, err := freePorts(4 * n)
+	ports, err := procs.FreePorts(4 * n)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,14 +42,14 @@ func startSluice(ctx context.Context, dir, bin, configDir string, n int) ([]*slu
 		return nil, nil, err
 	}
 	for i := range n {
-		nd := &sluiceNode{grpc: loopback(ports[4*i]), http: loopback(ports[4*i+1]), gossip: loopback(ports[4*i+2])}
+		nd := &sluiceNode{grpc: procs.Loopback(ports[4*i]), http: procs.Loopback(ports[4*i+1]), gossip: procs.Loopback(ports[4*i+2])}
 		name := fmt.Sprintf("sluice-%d", i+1)
 		args := []string{"serve", "--node-name", name, "--grpc-addr", nd.grpc, "--http-addr", nd.http,
-			"--peer-addr", loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "2s", "--rls-config", configDir}
+			"--peer-addr", procs.Loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "2s", "--rls-config", configDir}
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
 		}
-		p, err := startProc(dir, name, nil, bin, args...)
+		p, err := procs.Start(dir, name, nil, bin, args...)
 		if err != nil {
 			return fail(err)
 		}
@@ -60,11 +62,11 @@ func startSluice(ctx context.Context, dir, bin, configDir string, n int) ([]*slu
 		clients = append(clients, c)
 	}
 	for i, nd := range nodes {
-		if err := waitTCP(ctx, nd.proc, nd.grpc, 30*time.Second); err != nil {
+		if err := procs.WaitTCP(ctx, nd.proc, nd.grpc, 30*time.Second); err != nil {
 			return fail(err)
 		}
 		if err := waitRLS(ctx, clients[i], 30*time.Second); err != nil {
-			return fail(fmt.Errorf("%s: %w; log: %s", nd.name, err, nd.logTail()))
+			return fail(fmt.Errorf("%s: %w; log: %s", nd.Name, err, nd.LogTail(10)))
 		}
 		if err := waitMembers(ctx, bin, nd, n, 30*time.Second); err != nil {
 			return fail(err)
@@ -78,7 +80,7 @@ func stopSluice(nodes []*sluiceNode, clients []*rlsClient) {
 		c.Close()
 	}
 	for _, nd := range nodes {
-		nd.stop()
+		nd.Stop(stopGrace)
 	}
 }
 
@@ -103,7 +105,7 @@ func waitMembers(ctx context.Context, bin string, nd *sluiceNode, want int, time
 			last = fmt.Sprintf("%d of %d members", len(m.Members), want)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %s; log: %s", nd.name, last, nd.logTail())
+			return fmt.Errorf("%s: %s; log: %s", nd.Name, last, nd.LogTail(10))
 		}
 		select {
 		case <-ctx.Done():
@@ -116,20 +118,11 @@ func waitMembers(ctx context.Context, bin string, nd *sluiceNode, want int, time
 // live runs every case against the reference and Sluice side by side and
 // reports each answer that differs.
 func live(ctx context.Context, o liveOptions, stdout, stderr io.Writer) error {
-	cases, err := loadCases(o.cases, o.only)
+	cases, dir, redisAddr, done, err := prepare(ctx, o.cases, o.only, "rlsref-live-")
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "rlsref-live-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	redis, redisAddr, err := startRedis(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer redis.stop()
+	defer done()
 	fmt.Fprintf(stdout, "reference: %s, %s; Sluice: %s, %d node(s)\n", referenceVersion(o.ratelimit), redisServerVersion(), o.sluice, o.nodes)
 	var failed, steps, diffs int
 	for _, tc := range cases {
@@ -157,14 +150,14 @@ func liveCase(ctx context.Context, dir string, o liveOptions, redisAddr string, 
 	if err != nil {
 		return 0, err
 	}
-	defer ref.stop()
+	defer ref.Stop(stopGrace)
 	rc, err := dialRLS(ref.grpc)
 	if err != nil {
 		return 0, err
 	}
 	defer rc.Close()
 	if err := waitRLS(ctx, rc, 30*time.Second); err != nil {
-		return 0, fmt.Errorf("reference: %w; log: %s", err, ref.logTail())
+		return 0, fmt.Errorf("reference: %w; log: %s", err, ref.LogTail(10))
 	}
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		if err := flushAll(redisAddr); err != nil {

@@ -88,20 +88,11 @@ type recordOptions struct {
 
 // record runs every case against the reference and writes its golden.
 func record(ctx context.Context, o recordOptions, stderr io.Writer) error {
-	cases, err := loadCases(o.cases, o.only)
+	cases, dir, redisAddr, done, err := prepare(ctx, o.cases, o.only, "rlsref-")
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "rlsref-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	redis, redisAddr, err := startRedis(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer redis.stop()
+	defer done()
 	version := referenceVersion(o.ratelimit) + ", " + redisServerVersion()
 	for _, tc := range cases {
 		g, err := recordCase(ctx, dir, o.ratelimit, redisAddr, tc)
@@ -124,14 +115,14 @@ func recordCase(ctx context.Context, dir, bin, redisAddr string, tc *testCase) (
 	if err != nil {
 		return nil, err
 	}
-	defer ref.stop()
+	defer ref.Stop(stopGrace)
 	c, err := dialRLS(ref.grpc)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	if err := waitRLS(ctx, c, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("reference: %w; log: %s", err, ref.logTail())
+		return nil, fmt.Errorf("reference: %w; log: %s", err, ref.LogTail(10))
 	}
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		if err := flushAll(redisAddr); err != nil {

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"debug/buildinfo"
 	"os/exec"
 	"strings"
+
+	"github.com/sluice-rl/sluice/internal/procs"
 )
 
 // referenceModule is the reference's module path.
@@ -12,17 +13,8 @@ const referenceModule = "github.com/envoyproxy/ratelimit"
 // referenceVersion names the reference binary's module and version, read
 // from its build information.
 func referenceVersion(bin string) string {
-	bi, err := buildinfo.ReadFile(bin)
-	if err != nil {
-		return referenceModule + " (version unknown)"
-	}
-	if bi.Main.Path == referenceModule {
-		return referenceModule + " " + bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == referenceModule {
-			return referenceModule + " " + d.Version
-		}
+	if v := procs.ModuleVersion(bin, referenceModule); v != "" {
+		return referenceModule + " " + v
 	}
 	return referenceModule + " (version unknown)"
 }

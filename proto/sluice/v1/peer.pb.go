@@ -175,7 +175,9 @@ type PeerResult struct {
 	ErrorCode    int32  `protobuf:"varint,6,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	ErrorMessage string `protobuf:"bytes,7,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// Units granted to an up_to item.
-	Granted       int64 `protobuf:"varint,8,opt,name=granted,proto3" json:"granted,omitempty"`
+	Granted int64 `protobuf:"varint,8,opt,name=granted,proto3" json:"granted,omitempty"`
+	// FIXED_WINDOW_HITS: the window's count after the take (0 otherwise).
+	Count         int64 `protobuf:"varint,9,opt,name=count,proto3" json:"count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +264,13 @@ func (x *PeerResult) GetErrorMessage() string {
 func (x *PeerResult) GetGranted() int64 {
 	if x != nil {
 		return x.Granted
+	}
+	return 0
+}
+
+func (x *PeerResult) GetCount() int64 {
+	if x != nil {
+		return x.Count
 	}
 	return 0
 }
@@ -1131,7 +1140,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x13\n" +
-	"\x05up_to\x18\x04 \x01(\bR\x04upTo\"\x84\x02\n" +
+	"\x05up_to\x18\x04 \x01(\bR\x04upTo\"\x9a\x02\n" +
 	"\n" +
 	"PeerResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
@@ -1142,7 +1151,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x06 \x01(\x05R\terrorCode\x12#\n" +
 	"\rerror_message\x18\a \x01(\tR\ferrorMessage\x12\x18\n" +
-	"\agranted\x18\b \x01(\x03R\agranted\"e\n" +
+	"\agranted\x18\b \x01(\x03R\agranted\x12\x14\n" +
+	"\x05count\x18\t \x01(\x03R\x05count\"e\n" +
 	"\x10PeerCheckRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
 	"\x05items\x18\x02 \x03(\v2\x13.sluice.v1.PeerItemR\x05items\x12\x12\n" +

@@ -167,6 +167,11 @@ func (m *PeerResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Count != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Count))
+		i--
+		dAtA[i] = 0x48
+	}
 	if m.Granted != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Granted))
 		i--
@@ -1222,6 +1227,9 @@ func (m *PeerResult) SizeVT() (n int) {
 	if m.Granted != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Granted))
 	}
+	if m.Count != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Count))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -1995,6 +2003,25 @@ func (m *PeerResult) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.Granted |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Count", wireType)
+			}
+			m.Count = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Count |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

@@ -1,0 +1,42 @@
+package node
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestConfigRLSSettings: the RLS settings' bad values are errors naming
+// the field; the defaults are the reference's.
+func TestConfigRLSSettings(t *testing.T) {
+	if c := DefaultConfig(); c.RLSLimitHeader != "RateLimit-Limit" || c.RLSRemainingHeader != "RateLimit-Remaining" ||
+		c.RLSResetHeader != "RateLimit-Reset" || c.RLSNearLimitRatio != 0.8 || c.RLSShadowMode || c.RLSResponseHeaders {
+		t.Errorf("defaults %+v, want the reference's", c)
+	}
+	for _, tt := range []struct {
+		name  string
+		set   func(*Config)
+		field string // "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"ratio 1", func(c *Config) { c.RLSNearLimitRatio = 1 }, ""},
+		{"ratio 0", func(c *Config) { c.RLSNearLimitRatio = 0 }, "RLSNearLimitRatio"},
+		{"ratio negative", func(c *Config) { c.RLSNearLimitRatio = -0.1 }, "RLSNearLimitRatio"},
+		{"ratio above 1", func(c *Config) { c.RLSNearLimitRatio = 1.01 }, "RLSNearLimitRatio"},
+		{"headers off: names unchecked", func(c *Config) { c.RLSLimitHeader = "" }, ""},
+		{"custom names", func(c *Config) { c.RLSResponseHeaders, c.RLSLimitHeader = true, "X-RateLimit-Limit" }, ""},
+		{"empty limit header", func(c *Config) { c.RLSResponseHeaders, c.RLSLimitHeader = true, "" }, "RLSLimitHeader"},
+		{"remaining header with a colon", func(c *Config) { c.RLSResponseHeaders, c.RLSRemainingHeader = true, "X:Left" }, "RLSRemainingHeader"},
+		{"reset header with a space", func(c *Config) { c.RLSResponseHeaders, c.RLSResetHeader = true, "X Reset" }, "RLSResetHeader"},
+	} {
+		c := LocalConfig("n")
+		tt.set(&c)
+		err := c.validate()
+		switch {
+		case tt.field == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.field != "" && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field+":")):
+			t.Errorf("%s: %v, want ErrInvalidConfig naming %s", tt.name, err, tt.field)
+		}
+	}
+}
