@@ -57,7 +57,7 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, ttl time.Duration) (Answer, uint64, string) {
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
-		l.awaitState(ctx, v, it.Hash, "")
+		_, _ = l.awaitState(ctx, v, it.Hash, "")
 		id, res, err := l.store.Acquire(it.Hash, it.Limit, l.clock().UnixNano(), it.Cost, ttl)
 		return Answer{Result: res, Err: err}, id, l.name
 	}
@@ -98,7 +98,7 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 func (l *Limiter) release(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, id uint64) (Answer, bool, string) {
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
-		l.awaitState(ctx, v, it.Hash, "")
+		_, _ = l.awaitState(ctx, v, it.Hash, "")
 		ok, res, err := l.store.Release(it.Hash, it.Limit, l.clock().UnixNano(), id)
 		return Answer{Result: res, Err: err}, ok, l.name
 	}

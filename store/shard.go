@@ -107,6 +107,12 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 	if ok && tokenIsZero(old, now) {
 		in = bucket.TokenState{}
 	}
+	if ok && l.Limit > 0 {
+		var clamped bool
+		if in, clamped = clampToken(in, l, now); clamped {
+			s.clamped.Add(1) // next != old below: the clamped state is stored
+		}
+	}
 	next, res, err := bucket.TakeToken(in, l, now, cost)
 	switch {
 	case err != nil:

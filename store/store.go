@@ -25,6 +25,9 @@ type Store struct {
 	keys    atomic.Int64
 	bytes   atomic.Int64
 	refused atomic.Uint64
+	// clamped counts token states found beyond their limit's horizon
+	// (see clampToken).
+	clamped atomic.Uint64
 	// leaseSeq generates lease IDs (see nextLeaseID).
 	leaseSeq atomic.Uint64
 	_        [64]byte
