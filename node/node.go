@@ -140,7 +140,9 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm}); err != nil {
+	// Every gRPC server of the node recovers panics with rec.
+	rec := tm.Recovery(n.log)
+	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
@@ -149,7 +151,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	// The peer service has a registration of its own, on the same server
 	// for now: it is what peer-only authentication will fence.
-	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: cfg.NodeName, Metrics: pm}); err != nil {
+	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: cfg.NodeName, Metrics: pm, Recovery: rec}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.peerSrv.Register(n.grpc.Server)
