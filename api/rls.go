@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -186,6 +187,10 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	case len(descs) == 0:
 		s.metrics.serviceError.Inc()
 		return nil, wire.InvalidArgument("descriptors", "rate limit descriptor list must not be empty")
+	}
+	if err := validRLSText(domain, descs); err != nil {
+		s.metrics.serviceError.Inc()
+		return nil, err
 	}
 	cfg := s.config.Load()
 	sc, _ := s.scratch.Get().(*rlsScratch)
@@ -390,4 +395,24 @@ func (s *RLS) respond(domain string, dcs []descriptorCheck, results []limiter.Re
 		}
 	}
 	return resp
+}
+
+// validRLSText refuses a domain or descriptor entry that is not valid
+// UTF-8, naming the field: the generated decoder does not check it, and
+// distinct byte strings must not be merged into one key.
+func validRLSText(domain string, descs []*rlcommon.RateLimitDescriptor) error {
+	if !utf8.ValidString(domain) {
+		return wire.InvalidArgument("domain", "must be valid UTF-8")
+	}
+	for i, d := range descs {
+		for j, e := range d.GetEntries() {
+			if !utf8.ValidString(e.GetKey()) {
+				return wire.InvalidArgument(fmt.Sprintf("descriptors[%d].entries[%d].key", i, j), "must be valid UTF-8")
+			}
+			if !utf8.ValidString(e.GetValue()) {
+				return wire.InvalidArgument(fmt.Sprintf("descriptors[%d].entries[%d].value", i, j), "must be valid UTF-8")
+			}
+		}
+	}
+	return nil
 }
