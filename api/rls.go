@@ -188,6 +188,11 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		s.metrics.serviceError.Inc()
 		return nil, wire.InvalidArgument("descriptors", "rate limit descriptor list must not be empty")
 	}
+	if len(descs) > limiter.MaxItems {
+		// Checked before the scratch grows to it (and stays that size).
+		s.metrics.serviceError.Inc()
+		return nil, wire.InvalidArgument("descriptors", fmt.Sprintf("%d descriptors, at most %d per request", len(descs), limiter.MaxItems))
+	}
 	if err := validRLSText(domain, descs); err != nil {
 		s.metrics.serviceError.Inc()
 		return nil, err
