@@ -38,9 +38,9 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 
 // AcquireForwarded takes a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
-func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, uint64, error) {
+func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error) {
 	if err := l.checkPeer("Acquire", from, members); err != nil {
-		return Answer{}, 0, err
+		return Answer{}, store.LeaseID{}, err
 	}
 	a, id, _ := l.acquire(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
 	return a, id, nil
@@ -48,7 +48,7 @@ func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, i
 
 // ReleaseForwarded returns a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
-func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID uint64) (Answer, bool, error) {
+func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error) {
 	if err := l.checkPeer("Release", from, members); err != nil {
 		return Answer{}, false, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // Peer calls are taken from the members of the ring and from those that
@@ -26,7 +27,7 @@ func TestPeerCallsFromNonMembersRefused(t *testing.T) {
 		if _, _, err := l.AcquireForwarded(ctx, from, 1, items[0], time.Second); !errors.Is(err, limiter.ErrNotMember) {
 			t.Errorf("AcquireForwarded from %q: %v, want ErrNotMember", from, err)
 		}
-		if _, _, err := l.ReleaseForwarded(ctx, from, 1, items[0], 1); !errors.Is(err, limiter.ErrNotMember) {
+		if _, _, err := l.ReleaseForwarded(ctx, from, 1, items[0], store.LeaseID{ID: 1}); !errors.Is(err, limiter.ErrNotMember) {
 			t.Errorf("ReleaseForwarded from %q: %v, want ErrNotMember", from, err)
 		}
 	}

@@ -85,6 +85,9 @@ func (e *Entry) Validate(now int64) error {
 			return bad("lease_id", "%d leases, at most %d", n, MaxImportLeases)
 		}
 		for i, le := range e.Leases.Leases {
+			if le.ID == 0 {
+				return bad(fmt.Sprintf("lease_id[%d]", i), "must not be 0")
+			}
 			if le.Expires > skew+int64(MaxLeaseTTL) {
 				return bad(fmt.Sprintf("lease_expires[%d]", i), "%d is more than the max lease TTL ahead of now %d", le.Expires, now)
 			}

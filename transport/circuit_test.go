@@ -75,7 +75,7 @@ func TestPeerBreakerOpensAndRecovers(t *testing.T) {
 				return err
 			},
 			"Release": func() error {
-				_, _, err := c.Release(ctx, owner, 0, item, 1)
+				_, _, err := c.Release(ctx, owner, 0, item, store.LeaseID{ID: 1})
 				return err
 			},
 			"Fetch": func() error {
@@ -213,9 +213,9 @@ func (s *stallingPeer) drain() {
 	}
 }
 
-func (s *stallingPeer) AcquireForwarded(context.Context, string, int, limiter.Forwarded, time.Duration) (limiter.Answer, uint64, error) {
+func (s *stallingPeer) AcquireForwarded(context.Context, string, int, limiter.Forwarded, time.Duration) (limiter.Answer, store.LeaseID, error) {
 	s.stall()
-	return limiter.Answer{}, 0, nil
+	return limiter.Answer{}, store.LeaseID{}, nil
 }
 
 func (s *stallingPeer) FetchMoved(context.Context, string, []uint64) ([]store.Entry, error) {

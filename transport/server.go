@@ -25,8 +25,8 @@ import (
 // which the server answers with PermissionDenied.
 type PeerService interface {
 	CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error
-	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64, error)
-	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool, error)
+	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error)
+	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error)
 	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 }
@@ -38,12 +38,12 @@ var _ PeerService = (*limiter.Limiter)(nil)
 const (
 	// MaxPeerBatch is the most items in one peer Check request (and the
 	// largest PeerClientConfig.MaxBatch).
-	MaxPeerBatch = 8192
+	MaxPeerBatch = wire.MaxPeerBatch
 	// maxPeerHashes is the most hashes in one Fetch request.
 	maxPeerHashes = 65536
 	// MaxHandoffStates is the most states in one Handoff request;
 	// PeerClient.Handoff splits larger handoffs into several calls.
-	MaxHandoffStates = 4096
+	MaxHandoffStates = wire.MaxHandoffStates
 	// maxDonePartitions is the most done_partitions in one Handoff
 	// request: more than any ring's partition count.
 	maxDonePartitions = 1 << 16
@@ -258,7 +258,7 @@ func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireReque
 	if err != nil {
 		return nil, peerStatus(err)
 	}
-	return &sluicev1.PeerAcquireResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), LeaseId: id}, nil
+	return &sluicev1.PeerAcquireResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), LeaseId: id.ID, LeaseTag: id.Tag}, nil
 }
 
 func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseRequest) (*sluicev1.PeerReleaseResponse, error) {
@@ -267,7 +267,7 @@ func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseReque
 	if err != nil {
 		return nil, err
 	}
-	ans, ok, err := s.svc.ReleaseForwarded(ctx, req.GetFrom(), hops, f, req.GetLeaseId())
+	ans, ok, err := s.svc.ReleaseForwarded(ctx, req.GetFrom(), hops, f, store.LeaseID{ID: req.GetLeaseId(), Tag: req.GetLeaseTag()})
 	if err != nil {
 		return nil, peerStatus(err)
 	}

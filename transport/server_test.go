@@ -93,7 +93,7 @@ func (f *fakePeer) CheckForwarded(ctx context.Context, from string, hops int, it
 	return nil
 }
 
-func (f *fakePeer) AcquireForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64, error) {
+func (f *fakePeer) AcquireForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {
 	f.mu.Lock()
 	f.lastFrom, f.lastTTL, f.lastHops = from, ttl, hops
 	f.mu.Unlock()
@@ -101,7 +101,7 @@ func (f *fakePeer) AcquireForwarded(_ context.Context, from string, hops int, it
 	return limiter.Answer{Result: res, Err: err}, id, nil
 }
 
-func (f *fakePeer) ReleaseForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool, error) {
+func (f *fakePeer) ReleaseForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error) {
 	f.mu.Lock()
 	f.lastFrom, f.lastHops = from, hops
 	f.mu.Unlock()

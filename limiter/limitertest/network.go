@@ -248,16 +248,16 @@ func (p *peers) Check(ctx context.Context, to ring.Member, hops int, items []lim
 	return refused(to.Name, l.CheckForwarded(ctx, p.from, hops, items, out))
 }
 
-func (p *peers) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64, error) {
+func (p *peers) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {
 	l, err := p.n.deliver(ctx, p.from, to.Name, mAcquire)
 	if err != nil {
-		return limiter.Answer{}, 0, err
+		return limiter.Answer{}, store.LeaseID{}, err
 	}
 	a, id, err := l.AcquireForwarded(ctx, p.from, hops, item, ttl)
 	return a, id, refused(to.Name, err)
 }
 
-func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool, error) {
+func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error) {
 	l, err := p.n.deliver(ctx, p.from, to.Name, mRelease)
 	if err != nil {
 		return limiter.Answer{}, false, err
