@@ -42,15 +42,9 @@ func spend(t *testing.T, c *limitertest.Cluster, on string, ks []string, lim buc
 	}
 }
 
-// remaining reads every key through node on (cost 0) and returns the keys
+// remainingOrFallback reads every key through node on (cost 0) and returns the keys
 // whose remaining is not want, with what they read.
-func remaining(t *testing.T, c *limitertest.Cluster, on string, ks []string, lim bucket.Limit, want int64) []string {
-	t.Helper()
-	return remainingOrFallback(t, c, on, ks, lim, want, false)
-}
-
-// remainingOrFallback is remaining, also accepting, with fallbackOK, an
-// answer of the limit's failure mode.
+// With fallbackOK an answer of the limit's failure mode is accepted too.
 func remainingOrFallback(t *testing.T, c *limitertest.Cluster, on string, ks []string, lim bucket.Limit, want int64, fallbackOK bool) []string {
 	t.Helper()
 	var bad []string
