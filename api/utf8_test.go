@@ -126,3 +126,17 @@ func TestRLSEntriesMustBeUTF8(t *testing.T) {
 		}
 	}
 }
+
+// More descriptors than limiter.MaxItems are refused before the pooled
+// scratch grows to them.
+func TestRLSDescriptorCountBounded(t *testing.T) {
+	h := newRLSHarness(t, "")
+	ds := make([]*rlcommon.RateLimitDescriptor, limiter.MaxItems+1)
+	for i := range ds {
+		ds[i] = desc("k=v")
+	}
+	_, err := h.s.ShouldRateLimit(context.Background(), request("web", 0, ds...))
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || fieldOf(st) != "descriptors" {
+		t.Fatalf("%d descriptors: %v, want InvalidArgument naming descriptors", len(ds), err)
+	}
+}

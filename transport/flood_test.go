@@ -2,14 +2,20 @@ package transport
 
 import (
 	"context"
+	"net"
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
-	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
-	"github.com/sluice-rl/sluice/store"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/sluice-rl/sluice/internal/wire"
+	"github.com/sluice-rl/sluice/limiter"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // A client that floods Peer.CheckStream without reading the replies (the
@@ -57,4 +63,59 @@ func TestPeerCheckStreamFloodBounded(t *testing.T) {
 	close(fake.gate)
 	cancel()
 	<-done
+}
+
+// panickyPeer is a fakePeer whose Check panics.
+type panickyPeer struct{ *fakePeer }
+
+func (panickyPeer) CheckForwarded(context.Context, string, int, []limiter.Forwarded, []limiter.Answer) error {
+	panic("boom")
+}
+
+// A Check that panics in a CheckStream goroutine answers its message
+// INTERNAL, counted by the server's Recovery, and the stream and the
+// process go on.
+func TestPeerCheckStreamRecoversPanics(t *testing.T) {
+	var panics atomic.Int64
+	pm, err := NewPeerMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(ServerConfig{Service: panickyPeer{newFakePeer(t, store.Config{})}, Self: "owner", Metrics: pm,
+		Recovery: &wire.Recovery{Count: func(string) { panics.Add(1) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	srv.Register(gs)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-served })
+	peer := rawPeerClient(t, ring.Member{Name: "owner", GRPCAddr: lis.Addr().String()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := peer.CheckStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 2; id++ {
+		req := &sluicev1.PeerCheckStreamRequest{Id: id, Request: &sluicev1.PeerCheckRequest{From: "n1", Items: []*sluicev1.PeerItem{tokenItem(id, 10, 1)}}}
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetId() != id || codes.Code(resp.GetCode()) != codes.Internal {
+			t.Fatalf("message %d: %+v, want INTERNAL", id, resp)
+		}
+	}
+	if n := panics.Load(); n != 2 {
+		t.Fatalf("%d panics counted, want 2", n)
+	}
 }
