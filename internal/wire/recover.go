@@ -23,8 +23,12 @@ const MaxConcurrentStreams = 1024
 // answered, so a client that floods a stream without reading the replies
 // is held back by HTTP/2 flow control instead of costing a goroutine per
 // message. Sluice's clients keep a few messages in flight per stream
-// (client.Config.MaxInflight, transport.PeerClientConfig.MaxInflight).
-const MaxStreamInflight = 64
+// (client.Config.MaxInflight, transport.PeerClientConfig.MaxInflight), but
+// a message whose caller gave up (a timeout) is no longer counted by the
+// client while the server still decides it: a bound of 64 stalled whole
+// peer streams under load (node's TestClusterConcurrentChecksExact), 1024
+// does not.
+const MaxStreamInflight = 1024
 
 // Recovery turns a panic in a server handler into a codes.Internal error,
 // a log line with the stack and a count, instead of a crashed process. The
