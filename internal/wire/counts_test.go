@@ -59,3 +59,36 @@ func TestCodecChecksCountsBeforeDecoding(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCodecCountScan is the cost of the count check on a peer
+// CheckStream message of 64 items, against decoding it.
+func BenchmarkCodecCountScan(b *testing.B) {
+	items := make([]*sluicev1.PeerItem, 64)
+	for i := range items {
+		items[i] = &sluicev1.PeerItem{Hash: uint64(i) * 0x9e3779b97f4a7c15, Cost: 1, Limit: &sluicev1.PeerLimit{
+			Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 100, PeriodNs: 60e9}}
+	}
+	data, err := proto.Marshal(&sluicev1.PeerCheckStreamRequest{Id: 7, Request: &sluicev1.PeerCheckRequest{From: "node-a", Items: items}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	caps := capsOf(&sluicev1.PeerCheckStreamRequest{})
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if err := checkCounts(data, caps); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		var m sluicev1.PeerCheckStreamRequest
+		for b.Loop() {
+			m.Reset()
+			if err := m.UnmarshalVT(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
