@@ -45,6 +45,11 @@ type GRPCConfig struct {
 	Metrics *Metrics
 	// ServerOptions are passed to grpc.NewServer (e.g. credentials later).
 	ServerOptions []grpc.ServerOption
+	// Recovery turns a handler's panic into INTERNAL, a log line and a
+	// count (its ServerOptions are installed on the server, and
+	// CheckStream's goroutines recover with it); nil logs to
+	// slog.Default() and counts nothing.
+	Recovery *wire.Recovery
 }
 
 // GRPC is the gRPC server with sluice.v1, grpc.health.v1 and reflection.
@@ -76,12 +81,13 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 		}
 	}
 	// Sluice's server options first (wire.ServerOptions: the vtprotobuf
-	// codec, fixed flow-control windows, stream workers), so that
-	// cfg.ServerOptions can override them.
-	opts := append(wire.ServerOptions(), cfg.ServerOptions...)
+	// codec, fixed flow-control windows, stream workers; then the panic
+	// recovery), so that cfg.ServerOptions can override them.
+	opts := append(wire.ServerOptions(), cfg.Recovery.ServerOptions()...)
+	opts = append(opts, cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	drainCtx, drain := context.WithCancel(context.Background())
-	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx,
+	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx, recovery: cfg.Recovery,
 		obsCheck:   m.observer("grpc", "Check"),
 		obsAcquire: m.observer("grpc", "Acquire"),
 		obsRelease: m.observer("grpc", "Release"),
@@ -121,7 +127,8 @@ type rateLimiterServer struct {
 	obsCheck, obsAcquire, obsRelease interface{ Observe(float64) }
 	obsStream                        interface{ Observe(float64) }
 	// drain ends when the server asks CheckStream clients to go away.
-	drain context.Context
+	drain    context.Context
+	recovery *wire.Recovery
 }
 
 func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluicev1.CheckResponse, error) {

@@ -33,7 +33,18 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 		req.ReturnToVTPool()
 		return resp
 	}
-	return wire.ServeBatches(recv, stream.Send, s.drain, &sluicev1.CheckStreamResponse{Drain: true}, handle)
+	fail := func(req *sluicev1.CheckStreamRequest, err error) *sluicev1.CheckStreamResponse {
+		st := status.Convert(err)
+		resp := &sluicev1.CheckStreamResponse{Id: req.GetId(), Results: make([]*sluicev1.CheckResult, len(req.GetItems()))}
+		for i := range resp.Results {
+			resp.Results[i] = &sluicev1.CheckResult{Error: &sluicev1.ItemError{Code: int32(st.Code()), Message: st.Message()}}
+		}
+		return resp
+	}
+	return wire.ServeBatches(recv, stream.Send, wire.Batches[*sluicev1.CheckStreamRequest, *sluicev1.CheckStreamResponse]{
+		Drain: s.drain, DrainMsg: &sluicev1.CheckStreamResponse{Drain: true},
+		Handle: handle, Fail: fail, Method: sluicev1.RateLimiter_CheckStream_FullMethodName, Recovery: s.recovery,
+	})
 }
 
 // checkBatch decides one stream message. Items are independent: one that

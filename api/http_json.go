@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/limiter"
@@ -28,7 +29,7 @@ type checkRequestJSON struct {
 // checkItemJSON is one check. Pointers tell "absent" from zero: an inline
 // field next to a policy is an error, and an absent cost means 1.
 type checkItemJSON struct {
-	Key         string  `json:"key"`
+	Key         jsonKey `json:"key"`
 	Policy      string  `json:"policy"`
 	Limit       *int64  `json:"limit"`
 	Period      *string `json:"period"`
@@ -135,7 +136,10 @@ func fieldPath(i int, field string) string {
 // toRequest converts a wire check to a limiter request. i is the item's
 // index in a JSON body, or -1 for a check from a query string.
 func (it *checkItemJSON) toRequest(i int, defaultCost int64, dst *limiter.Request) *httpError {
-	*dst = limiter.Request{Key: it.Key, Policy: it.Policy, Cost: defaultCost}
+	if it.Key.invalid {
+		return badRequest(fieldPath(i, "key"), "must be valid UTF-8 (the JSON string holds invalid bytes or an unpaired surrogate escape)")
+	}
+	*dst = limiter.Request{Key: it.Key.s, Policy: it.Policy, Cost: defaultCost}
 	if it.Cost != nil {
 		dst.Cost = *it.Cost
 	}
@@ -334,8 +338,8 @@ func requestFromQuery(q url.Values, hdr http.Header, allowed []string, defaultCo
 	if herr := onlyParams(q, allowed); herr != nil {
 		return herr
 	}
-	it := checkItemJSON{Key: q.Get("key"), Policy: q.Get("policy")}
-	if it.Key == "" {
+	it := checkItemJSON{Key: jsonKey{s: q.Get("key")}, Policy: q.Get("policy")}
+	if it.Key.s == "" {
 		name := q.Get("key_header")
 		if name == "" {
 			return badRequest("key", "required (or name a request header to take it from with key_header)")
@@ -347,7 +351,7 @@ func requestFromQuery(q url.Values, hdr http.Header, allowed []string, defaultCo
 		if v = strings.TrimSpace(v); v == "" {
 			return badRequest("key_header", fmt.Sprintf("request header %s is missing or empty", quoteShort(name)))
 		}
-		it.Key = v
+		it.Key = jsonKey{s: v}
 	}
 	for _, p := range [...]struct {
 		name string
@@ -385,4 +389,40 @@ func parseDenyStatus(q url.Values) (int, *httpError) {
 	default:
 		return 0, badRequest("deny_status", fmt.Sprintf("must be 401, 403 or 429, not %s", quoteShort(v)))
 	}
+}
+
+// jsonKey is the key of a check in a JSON body. encoding/json decodes
+// invalid UTF-8 and unpaired surrogate escapes ("\udc80") into U+FFFD, so
+// that distinct byte keys would share one bucket; a jsonKey remembers that
+// its JSON string was not valid text, and the check is refused. (Keys from
+// a query string or a header are checked by the limiter.)
+type jsonKey struct {
+	s       string
+	invalid bool
+}
+
+// UnmarshalJSON decodes a JSON string, noting whether it was valid text:
+// its bytes valid UTF-8, and no U+FFFD in the result that the text did not
+// spell (literally or as \ufffd).
+func (k *jsonKey) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &k.s); err != nil {
+		return err
+	}
+	if !utf8.Valid(b) {
+		k.invalid = true
+	} else if n := strings.Count(k.s, "\uFFFD"); n > 0 {
+		k.invalid = n > bytes.Count(b, []byte("\uFFFD"))+countFold(b, `\ufffd`)
+	}
+	return nil
+}
+
+// countFold counts the ASCII case-insensitive occurrences of sub in b.
+func countFold(b []byte, sub string) int {
+	n := 0
+	for i := 0; i+len(sub) <= len(b); i++ {
+		if b[i] == '\\' && strings.EqualFold(string(b[i:i+len(sub)]), sub) {
+			n++
+		}
+	}
+	return n
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -233,6 +234,10 @@ func (s *RLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		s.metrics.serviceError.Inc()
 		return nil, wire.InvalidArgument("descriptors", fmt.Sprintf("%d descriptors, at most %d per request", len(descs), MaxDescriptors))
 	}
+	if err := validRLSText(domain, descs); err != nil {
+		s.metrics.serviceError.Inc()
+		return nil, err
+	}
 	cfg := s.config.Load()
 	sc, _ := s.scratch.Get().(*rlsScratch)
 	if sc == nil {
@@ -445,4 +450,24 @@ func overrideBaseKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entr
 		keys[i].Key = e.GetKey()
 	}
 	return rls.OverrideKey(domain, keys)
+}
+
+// validRLSText refuses a domain or descriptor entry that is not valid
+// UTF-8, naming the field: the generated decoder does not check it, and
+// distinct byte strings must not be merged into one key.
+func validRLSText(domain string, descs []*rlcommon.RateLimitDescriptor) error {
+	if !utf8.ValidString(domain) {
+		return wire.InvalidArgument("domain", "must be valid UTF-8")
+	}
+	for i, d := range descs {
+		for j, e := range d.GetEntries() {
+			if !utf8.ValidString(e.GetKey()) {
+				return wire.InvalidArgument(fmt.Sprintf("descriptors[%d].entries[%d].key", i, j), "must be valid UTF-8")
+			}
+			if !utf8.ValidString(e.GetValue()) {
+				return wire.InvalidArgument(fmt.Sprintf("descriptors[%d].entries[%d].value", i, j), "must be valid UTF-8")
+			}
+		}
+	}
+	return nil
 }

@@ -201,7 +201,7 @@ func TestLimitLowered(t *testing.T) {
 	}
 
 	conc := Limit{Algorithm: Concurrency, Limit: 2}
-	cs := LeaseState{Leases: []Lease{{1, 2, t0 + 10}, {2, 3, t0 + 20}}}
+	cs := LeaseState{Leases: []Lease{{ID: 1, Cost: 2, Expires: t0 + 10}, {ID: 2, Cost: 3, Expires: t0 + 20}}}
 	_, res, err = Acquire(cs, conc, t0, 0, 3, 0)
 	check("concurrency read", res, err, true)
 	_, res, err = Acquire(LeaseState{Leases: slices.Clone(cs.Leases)}, conc, t0, 1, 3, time.Second)

@@ -19,6 +19,9 @@ type Lease struct {
 	ID      uint64
 	Cost    int64
 	Expires int64
+	// Tag is carried with the lease for its holder's store (the rest of
+	// a 128-bit lease identifier); this package never reads it.
+	Tag uint64
 }
 
 // ExpiresAt is the instant from which the state equals the zero state.

@@ -204,3 +204,9 @@ func costError(cost, capacity int64) error {
 	}
 	return &FieldError{"cost", fmt.Sprintf("%d exceeds the capacity %d", cost, capacity), ErrCostExceedsCapacity}
 }
+
+// Horizon is how far ahead of now a token bucket's TAT may legitimately
+// run under l: capacity × emission interval (GCRA's tau), the time an empty
+// bucket takes to refill. A state further ahead was made under another
+// limit or is corrupt.
+func (l Limit) Horizon() time.Duration { return time.Duration(l.Capacity() * l.interval()) }

@@ -118,7 +118,18 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 // state if it may be on another node (see awaitState). j.owner, if set, is
 // an owner that could not be reached.
 func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
-	l.awaitState(ctx, v, j.hash, j.owner.Name)
+	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
+		// A node that may hold the key's count has not seen this one
+		// join: answer as if the owner were unreachable.
+		if j.upTo {
+			res := j.res
+			res.Result = bucket.Result{Limit: j.limit.Capacity()}
+			res.Source, res.Owner, res.Err = SourceFallback, holder.Name, err
+			return
+		}
+		l.fallback(v, j, holder, err, now)
+		return
+	}
 	res := j.res
 	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil
 	var err error

@@ -62,6 +62,12 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 	}
 	// Others may be handed states of the partitions this node loses.
 	l.acks.keepOnly(mine)
+	var oldRing *ring.Ring
+	if old != nil {
+		oldRing = old.ring
+	}
+	now := time.Now()
+	l.departed.note(oldRing, r, now, now.Add(l.pendingTTL))
 	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine)}
 	l.view.Store(nv)
 	l.adopted.clear() // the new ring places them

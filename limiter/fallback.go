@@ -1,13 +1,13 @@
 package limiter
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // FallbackRetryAfter is the retry-after of a check denied because its
@@ -110,18 +110,18 @@ func (l *Limiter) fallbackAcquire(v *view, r *resolved, cost int64, ttl time.Dur
 		return bucket.Result{Limit: share.Capacity(), RetryAfter: FallbackRetryAfter}, ""
 	}
 	id, res, err := l.shares.Acquire(r.hash, share, now, cost, ttl)
-	if err != nil || !res.Allowed || id == 0 {
+	if err != nil || !res.Allowed || id.IsZero() {
 		return res, ""
 	}
-	return res, fallbackLeasePrefix + strconv.FormatUint(id, 16)
+	return res, fallbackLeasePrefix + id.String()
 }
 
 // fallbackLease parses a lease ID handed out by a local share.
-func fallbackLease(id string) (uint64, bool) {
+func fallbackLease(id string) (store.LeaseID, bool) {
 	rest, ok := strings.CutPrefix(id, fallbackLeasePrefix)
 	if !ok {
-		return 0, false
+		return store.LeaseID{}, false
 	}
-	n, err := strconv.ParseUint(rest, 16, 64)
-	return n, err == nil && n != 0
+	n, err := store.ParseLeaseID(rest)
+	return n, err == nil
 }

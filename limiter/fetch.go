@@ -2,10 +2,12 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // awaitState is called before this node decides hash. If the key's state
@@ -20,50 +22,79 @@ import (
 //     reached).
 //
 // Concurrent checks of one key share one fetch.
-func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreachable string) {
+//
+// A holder that refuses the fetch because this node is not a member of
+// its ring yet (it has not seen this node join) may hold the key's count:
+// the key then stays unsettled (the next check asks again) and
+// awaitState returns that holder and its error, so that the check is
+// answered by the limit's failure mode rather than counted afresh here.
+func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreachable string) (refusedBy ring.Member, err error) {
 	if v == nil || v.ring == nil || l.peers == nil {
-		return
+		return ring.Member{}, nil
 	}
 	if owner, mine := l.route(v, hash); !mine {
-		l.awaitStray(ctx, v, hash, owner, unreachable)
-		return
+		return l.awaitStray(ctx, v, hash, owner, unreachable)
 	}
 	if v.pending == nil {
-		return
+		return ring.Member{}, nil
 	}
 	part := v.ring.Partition(hash)
 	if hs, _ := v.pending.from(part, hash, true); len(hs) == 0 {
-		return
+		return ring.Member{}, nil
 	}
-	_, _, _ = l.fetches.Do(strconv.FormatUint(hash, 16), func() (any, error) {
+	out, _, _ := l.fetches.Do(strconv.FormatUint(hash, 16), func() (any, error) {
 		hs, first := v.pending.from(part, hash, true)
 		if len(hs) == 0 {
-			return nil, nil // settled while this call waited its turn
+			return fetchOutcome{}, nil // settled while this call waited its turn
 		}
+		var o fetchOutcome
 		if first {
-			if l.fetchFrom(ctx, v.pending, hs[:1], hash) {
+			if o = l.fetchFrom(ctx, v.pending, hs[:1], hash); o.found {
 				hs = nil
 			} else {
 				hs = hs[1:]
 			}
 		}
 		if len(hs) > 0 {
-			l.fetchFrom(ctx, v.pending, hs, hash)
+			o = o.and(l.fetchFrom(ctx, v.pending, hs, hash))
 		}
-		v.pending.settle(hash)
-		return nil, nil
+		if o.found || o.err == nil {
+			v.pending.settle(hash)
+			o.err = nil
+		}
+		return o, nil
 	})
+	o, _ := out.(fetchOutcome)
+	return o.refusedBy, o.err
+}
+
+// fetchOutcome is what fetching one key from its holders found: whether
+// any returned a state, and the first holder that refused the fetch as
+// coming from a node outside its ring, if any, with its error.
+type fetchOutcome struct {
+	found     bool
+	refusedBy ring.Member
+	err       error
+}
+
+// and combines two outcomes of the same key.
+func (o fetchOutcome) and(p fetchOutcome) fetchOutcome {
+	o.found = o.found || p.found
+	if o.err == nil {
+		o.refusedBy, o.err = p.refusedBy, p.err
+	}
+	return o
 }
 
 // awaitStray fetches hash, which this node decides although its ring gives
 // it to owner, unless the key has a state here.
-func (l *Limiter) awaitStray(ctx context.Context, v *view, hash uint64, owner ring.Member, unreachable string) {
+func (l *Limiter) awaitStray(ctx context.Context, v *view, hash uint64, owner ring.Member, unreachable string) (ring.Member, error) {
 	if l.store.Has(l.clock().UnixNano(), hash) {
-		return
+		return ring.Member{}, nil
 	}
-	_, _, _ = l.fetches.Do(strconv.FormatUint(hash, 16), func() (any, error) {
+	out, _, _ := l.fetches.Do(strconv.FormatUint(hash, 16), func() (any, error) {
 		if l.store.Has(l.clock().UnixNano(), hash) {
-			return nil, nil
+			return fetchOutcome{}, nil
 		}
 		var first, rest []ring.Member
 		for _, m := range v.ring.Members() {
@@ -75,26 +106,43 @@ func (l *Limiter) awaitStray(ctx context.Context, v *view, hash uint64, owner ri
 				rest = append(rest, m)
 			}
 		}
-		if len(first) > 0 && l.fetchFrom(ctx, nil, first, hash) {
-			return nil, nil
+		var o fetchOutcome
+		if len(first) > 0 {
+			if o = l.fetchFrom(ctx, nil, first, hash); o.found {
+				return fetchOutcome{}, nil
+			}
 		}
 		if len(rest) > 0 {
-			l.fetchFrom(ctx, nil, rest, hash)
+			o = o.and(l.fetchFrom(ctx, nil, rest, hash))
 		}
-		return nil, nil
+		if o.found {
+			o.err = nil
+		}
+		return o, nil
 	})
+	o, _ := out.(fetchOutcome)
+	return o.refusedBy, o.err
 }
 
 // fetchFrom fetches hash from each of holders concurrently, merges what
-// they return into the store and reports whether any returned a state.
-// A holder that cannot be reached is given up in p, if p is not nil.
-func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Member, hash uint64) bool {
+// they return into the store and reports whether any returned a state. A
+// holder that cannot be reached is given up in p, if p is not nil; one
+// that refuses because this node is not in its ring (ErrNotMember) is not,
+// and is reported in the outcome.
+func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Member, hash uint64) fetchOutcome {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.fetchTimeout)
 	defer cancel()
 	var mu sync.Mutex
-	found := false
+	var out fetchOutcome
 	fetch := func(from ring.Member) {
 		entries, err := l.peers.Fetch(fctx, from, []uint64{hash})
+		if errors.Is(err, ErrNotMember) {
+			l.log.Debug("holder has not seen this node yet; its keys answer from their failure mode", "from", from.Name)
+			mu.Lock()
+			out = out.and(fetchOutcome{refusedBy: from, err: err})
+			mu.Unlock()
+			return
+		}
 		if err != nil {
 			l.log.Warn("node that may hold keys unreachable; its keys start afresh here", "from", from.Name, "err", err)
 			if p != nil {
@@ -105,11 +153,14 @@ func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Memb
 		now := l.clock().UnixNano()
 		for _, e := range entries {
 			if err := l.store.Import(e, now); err != nil {
+				if errors.Is(err, store.ErrInvalidEntry) {
+					l.metrics.invalidStates.Inc()
+				}
 				l.log.Warn("fetched state refused", "from", from.Name, "err", err)
 			}
 		}
 		mu.Lock()
-		found = found || len(entries) > 0
+		out.found = out.found || len(entries) > 0
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
@@ -118,5 +169,5 @@ func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Memb
 	}
 	fetch(holders[0])
 	wg.Wait()
-	return found
+	return out
 }

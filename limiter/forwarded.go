@@ -18,8 +18,12 @@ import (
 // decided here, so no item travels in circles while rings disagree.
 
 // CheckForwarded applies items forwarded by another node and fills out[i]
-// for items[i].
-func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) {
+// for items[i]. A caller that is not a member of this node's ring (nor one
+// that left it lately) is refused with ErrNotMember and nothing is applied.
+func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
+	if err := l.checkPeer("Check", from, members); err != nil {
+		return err
+	}
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))
 	for i, it := range items {
@@ -29,37 +33,64 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	for i := range results {
 		out[i] = Answer{Result: results[i].Result, Err: results[i].Err, Granted: jobs[i].granted}
 	}
+	return nil
 }
 
-// AcquireForwarded takes a lease for another node.
-func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, uint64) {
+// AcquireForwarded takes a lease for another node (ErrNotMember if the
+// caller is not one this node knows, as for CheckForwarded).
+func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error) {
+	if err := l.checkPeer("Acquire", from, members); err != nil {
+		return Answer{}, store.LeaseID{}, err
+	}
 	a, id, _ := l.acquire(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
-	return a, id
+	return a, id, nil
 }
 
-// ReleaseForwarded returns a lease for another node.
-func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID uint64) (Answer, bool) {
+// ReleaseForwarded returns a lease for another node (ErrNotMember if the
+// caller is not one this node knows, as for CheckForwarded).
+func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error) {
+	if err := l.checkPeer("Release", from, members); err != nil {
+		return Answer{}, false, err
+	}
 	a, ok, _ := l.release(ctx, l.view.Load(), hops+1, hops >= 1, item, leaseID)
-	return a, ok
+	return a, ok, nil
 }
 
 // FetchMoved removes and returns the states of hashes for node from, their
 // new owner. Keys this node still owns by its own ring (it has not seen
-// the change yet) are remembered as moved, so their checks go to from;
-// keys it had adopted are not decided here any more.
-func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) []store.Entry {
-	l.adopted.release(hashes)
-	v := l.view.Load()
-	if v != nil && v.ring != nil {
-		if to, ok := v.ring.Member(from); ok {
-			for _, h := range hashes {
-				if _, mine := v.owner(l.name, h); mine {
-					l.moved.add(h, to)
-				}
+// the change yet) are remembered as moved, so their checks go to from and
+// are never counted afresh here; keys it had adopted are not decided here
+// any more; the others go to their owner on this ring anyway.
+//
+// Only a member of this node's ring (or one that left it less than the
+// pending TTL ago, as for every peer call) may take states: another caller
+// that asks for a key this node holds is refused with ErrNotMember and
+// nothing is removed (it has not seen the caller join yet, or the caller
+// is no node of the cluster); one that asks only for keys this node holds
+// nothing of gets an empty answer, as a member would, so that a newcomer
+// that these nodes have not seen yet need not wait for them.
+func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error) {
+	if !l.admits(from, members) {
+		now := l.clock().UnixNano()
+		for _, h := range hashes {
+			if l.store.Has(now, h) {
+				return nil, l.refuse("Fetch", from)
 			}
 		}
+		return nil, nil
 	}
-	return l.store.Extract(l.clock().UnixNano(), hashes)
+	l.adopted.release(hashes)
+	v := l.view.Load()
+	to, ok := v.ring.Member(from)
+	if !ok {
+		to, _ = l.departed.get(from, time.Now()) // checkPeer found it there
+	}
+	for _, h := range hashes {
+		if _, mine := v.owner(l.name, h); mine {
+			l.moved.add(h, to)
+		}
+	}
+	return l.store.Extract(l.clock().UnixNano(), hashes), nil
 }
 
 // AcceptHandoff merges states pushed by node from, their previous owner,
@@ -67,7 +98,19 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 // this node's ring gives a third node are passed on to it before
 // AcceptHandoff returns (see passOn). It returns how many states the
 // store refused (full); a leaving node refuses them all with ErrLeaving.
+//
+// States from a caller that is not a member of this node's ring, nor one
+// that left it less than the pending TTL ago, are refused with
+// ErrNotMember and nothing is merged, unless this node is not in a
+// multi-node ring yet. A call with only donePartitions is taken from any
+// caller: acknowledgements from a node this node does not know are never
+// consulted (pending asks its ring's members).
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
+	if len(entries) > 0 {
+		if err := l.checkPeer("Handoff", from, orUnclustered); err != nil {
+			return 0, err
+		}
+	}
 	v, refused, err := l.accept(from, entries, donePartitions)
 	if err == nil {
 		l.passOn(ctx, v, from, entries)
@@ -87,9 +130,17 @@ func (l *Limiter) accept(from string, entries []store.Entry, donePartitions []in
 	}
 	now := l.clock().UnixNano()
 	v := l.view.Load()
-	refused := 0
+	refused, invalid := 0, 0
+	var firstInvalid error
 	for _, e := range entries {
-		if err := l.store.Import(e, now); err != nil {
+		if err := l.store.Import(e, now); errors.Is(err, store.ErrInvalidEntry) {
+			// Not applied; the key's partition still settles: the sender
+			// has nothing better to give.
+			invalid++
+			if firstInvalid == nil {
+				firstInvalid = err
+			}
+		} else if err != nil {
 			refused++
 		}
 		if v != nil && v.pending != nil {
@@ -101,6 +152,10 @@ func (l *Limiter) accept(from string, entries []store.Entry, donePartitions []in
 	}
 	if refused > 0 {
 		l.log.Warn("handoff: states refused, store full", "from", from, "refused", refused)
+	}
+	if invalid > 0 {
+		l.metrics.invalidStates.Add(float64(invalid))
+		l.log.Warn("handoff: invalid states dropped", "from", from, "invalid", invalid, "first", firstInvalid)
 	}
 	return v, refused, nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // Acquire takes a lease on a concurrency limit, on the key's owner.
@@ -45,8 +45,8 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	if out.Err != nil {
 		out.Allowed = false
 	}
-	if out.Allowed && id != 0 {
-		out.ID = strconv.FormatUint(id, 16)
+	if out.Allowed && !id.IsZero() {
+		out.ID = id.String()
 		out.ExpiresAfter = ttl
 	}
 	l.metrics.observe(r.limit.Algorithm, &out.Result)
@@ -54,10 +54,10 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 }
 
 // acquire takes a lease here or on the owner and names who answered.
-func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, ttl time.Duration) (Answer, uint64, string) {
+func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, ttl time.Duration) (Answer, store.LeaseID, string) {
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
-		l.awaitState(ctx, v, it.Hash, "")
+		_, _ = l.awaitState(ctx, v, it.Hash, "")
 		id, res, err := l.store.Acquire(it.Hash, it.Limit, l.clock().UnixNano(), it.Cost, ttl)
 		return Answer{Result: res, Err: err}, id, l.name
 	}
@@ -66,7 +66,7 @@ func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal boo
 		if hops > 0 && ctx.Err() == nil {
 			return l.acquire(ctx, v, hops, true, it, ttl)
 		}
-		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, 0, owner.Name
+		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, store.LeaseID{}, owner.Name
 	}
 	return a, id, owner.Name
 }
@@ -86,19 +86,19 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 		ok, res, err := l.shares.Release(r.hash, LocalShare(r.limit, ringSize(l.view.Load())), l.clock().UnixNano(), fid)
 		return ok, Result{Result: res, Err: err, Policy: r.policy, Period: r.limit.Period, Source: SourceFallback, Owner: l.name}, nil
 	}
-	id, err := strconv.ParseUint(req.LeaseID, 16, 64)
-	if err != nil || id == 0 {
-		return false, Result{}, &FieldError{0, "lease_id", fmt.Sprintf("malformed lease id %q", req.LeaseID), ErrInvalid}
+	id, err := store.ParseLeaseID(req.LeaseID)
+	if err != nil {
+		return false, Result{}, &FieldError{0, "lease_id", fmt.Sprintf("malformed lease id %q: want 32 hex digits, as Acquire gave", req.LeaseID), ErrInvalid}
 	}
 	a, ok, owner := l.release(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit}, id)
 	return ok, Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}, nil
 }
 
 // release returns a lease here or on the owner and names who answered.
-func (l *Limiter) release(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, id uint64) (Answer, bool, string) {
+func (l *Limiter) release(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, id store.LeaseID) (Answer, bool, string) {
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
-		l.awaitState(ctx, v, it.Hash, "")
+		_, _ = l.awaitState(ctx, v, it.Hash, "")
 		ok, res, err := l.store.Release(it.Hash, it.Limit, l.clock().UnixNano(), id)
 		return Answer{Result: res, Err: err}, ok, l.name
 	}

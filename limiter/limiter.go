@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
 
@@ -33,6 +34,7 @@ type Limiter struct {
 	policies     atomic.Pointer[policy.Set]
 	view         atomic.Pointer[view]
 	moved        movedSet
+	departed     departedSet // members of earlier rings, for a while (see checkPeer)
 	acks         acks
 	passing      keySet // keys being passed on (see passOn)
 	adopted      keySet // keys handed here by their owner on this ring (see passOn)
@@ -92,6 +94,10 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		return out, &FieldError{i, "key", "must not be empty", ErrInvalid}
 	case len(r.Key) > MaxKeyBytes:
 		return out, &FieldError{i, "key", fmt.Sprintf("%d bytes, at most %d", len(r.Key), MaxKeyBytes), ErrInvalid}
+	case !utf8.ValidString(r.Key):
+		// Keys are text: an API that decodes them (JSON) would turn
+		// invalid bytes into U+FFFD, making distinct keys one bucket.
+		return out, &FieldError{i, "key", "must be valid UTF-8", ErrInvalid}
 	case r.Cost < 0:
 		return out, &FieldError{i, "cost", "must be >= 0", ErrInvalid}
 	}

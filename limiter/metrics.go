@@ -18,6 +18,12 @@ type metrics struct {
 	handedOff prometheus.Counter
 	// fallbacks[mode] counts checks answered by a failure mode.
 	fallbacks [3]prometheus.Counter
+	// peerRefused counts peer calls refused because the caller is not a
+	// ring member, by method.
+	peerRefused *prometheus.CounterVec
+	// invalidStates counts handed-off or fetched states dropped because
+	// they fail store.Entry.Validate.
+	invalidStates prometheus.Counter
 }
 
 const (
@@ -54,11 +60,19 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 	for _, mode := range []policy.FailureMode{policy.FailLocal, policy.FailDeny, policy.FailAllow} {
 		m.fallbacks[mode] = fallbacks.WithLabelValues(mode.String())
 	}
+	m.peerRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "peer_refused_total",
+		Help: "Peer calls refused because the calling node is not a member of this node's ring, by method.",
+	}, []string{"method"})
+	m.invalidStates = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "invalid_states_total",
+		Help: "Key states received from another node (handoff, fetch) and dropped because they are invalid: timestamps too far from now, counts or costs out of bounds, fields inconsistent.",
+	})
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		checks, m.forwarded, m.handedOff, fallbacks,
+		checks, m.forwarded, m.handedOff, fallbacks, m.peerRefused, m.invalidStates,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "store_keys",
 			Help: "Keys held in the node's store.",
@@ -67,6 +81,10 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 			Namespace: "sluice", Name: "store_bytes",
 			Help: "Estimated bytes of limit state held in the node's store.",
 		}, func() float64 { return float64(st.Stats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "store_clamped_states_total",
+			Help: "Token bucket states found further ahead than their limit allows (made under another limit, or invalid) and read as an empty bucket.",
+		}, func() float64 { return float64(st.Stats().Clamped) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "store_refused_keys_total",
 			Help: "New keys refused because the store reached its memory cap.",

@@ -49,10 +49,12 @@ type Peers interface {
 	// Concurrent calls to the same node may be coalesced into one RPC.
 	// hops counts earlier forwards of these items.
 	Check(ctx context.Context, to ring.Member, hops int, items []Forwarded, out []Answer) error
-	// Acquire takes a lease on node to.
-	Acquire(ctx context.Context, to ring.Member, hops int, item Forwarded, ttl time.Duration) (Answer, uint64, error)
-	// Release returns a lease on node to.
-	Release(ctx context.Context, to ring.Member, hops int, item Forwarded, leaseID uint64) (Answer, bool, error)
+	// Acquire takes a lease on node to and returns its ID (zero when
+	// denied).
+	Acquire(ctx context.Context, to ring.Member, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error)
+	// Release returns the lease leaseID on node to; it reports false
+	// when node to holds no such lease of the item's key.
+	Release(ctx context.Context, to ring.Member, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error)
 	// Fetch moves the states of keys from node from (their previous owner)
 	// to the caller.
 	Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error)

@@ -39,7 +39,8 @@ var (
 
 // Request is one item of a Check: may Key spend Cost units under a limit?
 type Request struct {
-	// Key is the limited identity, e.g. "user:42"; 1..MaxKeyBytes bytes.
+	// Key is the limited identity, e.g. "user:42"; 1..MaxKeyBytes bytes
+	// of valid UTF-8.
 	Key string
 	// Policy names a configured policy. When empty, Limit applies.
 	Policy string

@@ -160,15 +160,17 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	// Every gRPC server of the node recovers panics with rec.
+	rec := tm.Recovery(n.log)
 	opts := append(n.sec.publicGRPCOptions(), cfg.Bounds.grpcOptions()...)
-	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, ServerOptions: opts}); err != nil {
+	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec, ServerOptions: opts}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
 	if err = n.newRLS(reg, tm); err != nil {
 		return nil, err
 	}
-	if err = n.newPeerServer(pm); err != nil {
+	if err = n.newPeerServer(pm, rec); err != nil {
 		return nil, err
 	}
 	handler, err := api.NewHTTPHandler(api.HTTPConfig{

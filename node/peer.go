@@ -17,15 +17,16 @@ import (
 // newPeerServer builds the peer service on a gRPC server of its own,
 // served on the peer listener alone: with peer security on, it speaks mTLS
 // against the peer CA and admits only peers (tlsconfig.PeerAuth).
-func (n *Node) newPeerServer(pm *transport.PeerMetrics) error {
+func (n *Node) newPeerServer(pm *transport.PeerMetrics, rec *wire.Recovery) error {
 	var err error
-	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: n.cfg.NodeName, Metrics: pm}); err != nil {
+	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: n.cfg.NodeName, Metrics: pm, Recovery: rec}); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	// The vtprotobuf codec and fixed flow-control windows, as on the public
-	// server (see api.NewGRPC) and the peers' dialers (transport).
-	opts := append([]grpc.ServerOption{wire.ServerOption(),
-		grpc.InitialWindowSize(wire.FlowWindow), grpc.InitialConnWindowSize(wire.FlowWindow)}, n.sec.peerServerOptions()...)
+	// Sluice's server options as on the public server (wire.ServerOptions:
+	// the vtprotobuf codec, fixed flow-control windows, stream workers), the
+	// panic recovery outermost, then the peer authentication and the bounds.
+	opts := append(wire.ServerOptions(), rec.ServerOptions()...)
+	opts = append(opts, n.sec.peerServerOptions()...)
 	opts = append(opts, n.cfg.Bounds.grpcOptions()...)
 	n.peerGRPC = grpc.NewServer(opts...)
 	n.peerSrv.Register(n.peerGRPC)

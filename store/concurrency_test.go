@@ -56,7 +56,7 @@ func TestConcurrentLogAndLeases(t *testing.T) {
 	ll := lim(bucket.SlidingLog, limit, time.Hour)
 	cl := lim(bucket.Concurrency, limit, 0)
 	var logAllowed atomic.Int64
-	ids := make([][]uint64, goroutines)
+	ids := make([][]LeaseID, goroutines)
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
@@ -71,7 +71,7 @@ func TestConcurrentLogAndLeases(t *testing.T) {
 				id, _, err := s.Acquire(7, cl, t0, 1, time.Hour)
 				if err != nil {
 					t.Error(err)
-				} else if id != 0 {
+				} else if !id.IsZero() {
 					ids[g] = append(ids[g], id)
 				}
 			}
@@ -81,11 +81,11 @@ func TestConcurrentLogAndLeases(t *testing.T) {
 	if got := logAllowed.Load(); got != limit {
 		t.Fatalf("log admitted %d, want %d", got, limit)
 	}
-	seen := make(map[uint64]bool)
+	seen := make(map[LeaseID]bool)
 	for _, l := range ids {
 		for _, id := range l {
 			if seen[id] {
-				t.Fatalf("lease ID %d handed out twice", id)
+				t.Fatalf("lease ID %v handed out twice", id)
 			}
 			seen[id] = true
 		}
@@ -120,7 +120,7 @@ func TestConcurrentMixedOperations(t *testing.T) {
 				if err != nil && !errors.Is(err, ErrFull) {
 					t.Error(err)
 				}
-				if id != 0 && i%2 == 0 {
+				if !id.IsZero() && i%2 == 0 {
 					if _, _, err := s.Release(key, cl, now, id); err != nil {
 						t.Error(err)
 					}

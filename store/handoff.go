@@ -2,7 +2,6 @@ package store
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -134,17 +133,13 @@ func exportShard(buf []Entry, sh *shard, now int64, keep func(uint64) bool) []En
 // twice is the same as once. An entry whose state equals the zero state at
 // now (expired, say) is ignored: it carries no information. A key that has
 // no state yet is subject to the memory cap like a new key (ErrFull);
-// merging into an existing one is not. Slices of e are copied, never
-// retained.
+// merging into an existing one is not. An entry that fails Validate (a
+// state this node could not have made at now) is refused with an error
+// wrapping ErrInvalidEntry and changes nothing. Slices of e are copied,
+// never retained.
 func (s *Store) Import(e Entry, now int64) error {
-	switch e.Algorithm {
-	case bucket.TokenBucket, bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits, bucket.Concurrency:
-	case bucket.SlidingLog:
-		if e.Period <= 0 {
-			return fmt.Errorf("%w: sliding_log entry %#x needs Period > 0, got %d", ErrInvalidEntry, e.Key, e.Period)
-		}
-	default:
-		return fmt.Errorf("%w: entry %#x has unknown algorithm %v", ErrInvalidEntry, e.Key, e.Algorithm)
+	if err := e.Validate(now); err != nil {
+		return err
 	}
 	if e.isZero(now) {
 		return nil

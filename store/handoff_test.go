@@ -344,7 +344,7 @@ func TestImportMergesLeases(t *testing.T) {
 	if _, res, _ := a.Acquire(5, l, t0+sec, 0, 0); res.Remaining != 10 {
 		t.Fatalf("after the merge: %+v, want 10 remaining", res)
 	}
-	for _, id := range []uint64{idA, idB} {
+	for _, id := range []LeaseID{idA, idB} {
 		if ok, _, _ := a.Release(5, l, t0+sec, id); !ok {
 			t.Fatalf("lease %d not held after the merge", id)
 		}

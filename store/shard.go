@@ -107,6 +107,12 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 	if ok && tokenIsZero(old, now) {
 		in = bucket.TokenState{}
 	}
+	if ok && l.Limit > 0 {
+		var clamped bool
+		if in, clamped = clampToken(in, l, now); clamped {
+			s.clamped.Add(1) // next != old below: the clamped state is stored
+		}
+	}
 	next, res, err := bucket.TakeToken(in, l, now, cost)
 	switch {
 	case err != nil:
@@ -232,21 +238,10 @@ func compact[T any](s []T) []T {
 	return s
 }
 
-// nextLeaseID returns a new lease ID: the store's sequence, unique within
-// the store (until it wraps after 2^64 IDs); never 0. (The sequence is the
-// store's, not the shard's, so that a shard stays one cache line.)
-func (s *Store) nextLeaseID() uint64 {
-	for {
-		if id := s.leaseSeq.Add(1); id != 0 {
-			return id
-		}
-	}
-}
-
 // acquire is Acquire on shard sh. With renew set it only renews the live
 // lease id (see Store.Renew), reporting ok false when there is none;
 // otherwise it generates a new lease ID and ok is the acquire's outcome.
-func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, renew bool, id uint64) (leaseID uint64, res bucket.Result, ok bool, err error) {
+func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, renew bool, id LeaseID) (leaseID LeaseID, res bucket.Result, ok bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, found := sh.leases[key]
@@ -258,17 +253,20 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 		if !holds(in.Leases, id, now) {
 			// Nothing to renew: report usage, change nothing (a read
 			// may drop lapsed leases, which is lossless).
-			cost = 0
+			cost, id = 0, LeaseID{}
 		}
 	} else {
-		id = s.nextLeaseID()
+		id = newLeaseID()
 	}
 	oldBytes := leaseBytes(old.Leases)
-	next, res, err := bucket.Acquire(in, l, now, cost, id, ttl)
+	next, res, err := bucket.Acquire(in, l, now, cost, id.ID, ttl)
 	if err != nil {
-		return 0, bucket.Result{}, false, err // the state is left unchanged
+		return LeaseID{}, bucket.Result{}, false, err // the state is left unchanged
 	}
 	ok = res.Allowed && cost > 0
+	if ok {
+		setTag(next.Leases, id)
+	}
 	switch {
 	case leasesIsZero(next, now):
 		if found {
@@ -284,7 +282,7 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 	default:
 		next.Leases = compact(next.Leases)
 		if err := s.reserve(sh, now, leaseBytes(next.Leases)); err != nil {
-			return 0, bucket.Result{}, false, err
+			return LeaseID{}, bucket.Result{}, false, err
 		}
 		if sh.leases == nil {
 			sh.leases = make(map[uint64]bucket.LeaseState)
@@ -293,23 +291,34 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 		sh.noteExpiry(next.ExpiresAt())
 	}
 	if !ok {
-		id = 0
+		id = LeaseID{}
 	}
 	return id, res, ok, nil
 }
 
-// holds reports whether leases has a live lease with identifier id at now.
-func holds(leases []bucket.Lease, id uint64, now int64) bool {
+// holds reports whether leases has a live lease with identifier id (ID
+// and Tag) at now.
+func holds(leases []bucket.Lease, id LeaseID, now int64) bool {
 	for _, le := range leases {
-		if le.ID == id && le.Expires > now {
+		if le.ID == id.ID && le.Tag == id.Tag && le.Expires > now {
 			return true
 		}
 	}
 	return false
 }
 
+// setTag gives the lease of leases with id.ID the tag id.Tag.
+func setTag(leases []bucket.Lease, id LeaseID) {
+	for i := range leases {
+		if leases[i].ID == id.ID {
+			leases[i].Tag = id.Tag
+			return
+		}
+	}
+}
+
 // release is Release on sh.
-func (s *Store) release(sh *shard, key uint64, l bucket.Limit, now int64, id uint64) (bool, bucket.Result, error) {
+func (s *Store) release(sh *shard, key uint64, l bucket.Limit, now int64, id LeaseID) (bool, bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, found := sh.leases[key]
@@ -317,8 +326,12 @@ func (s *Store) release(sh *shard, key uint64, l bucket.Limit, now int64, id uin
 	if found && old.ExpiresAt() <= now {
 		in.Leases = old.Leases[:0]
 	}
+	bid := id.ID
+	if !holds(in.Leases, id, now) {
+		bid = 0 // no such lease, or the tag differs: release nothing, report usage
+	}
 	oldBytes := leaseBytes(old.Leases)
-	next, res, released := bucket.Release(in, l, now, id)
+	next, res, released := bucket.Release(in, l, now, bid)
 	if !found {
 		return released, res, nil // never insert
 	}

@@ -14,16 +14,21 @@ type Stats struct {
 	Bytes int64
 	// Refused counts new keys refused because of Config.MaxBytes.
 	Refused uint64
+	// Clamped counts token states a take found further ahead than the
+	// limit's horizon (made under another limit, or corrupt) and read as
+	// an empty bucket.
+	Clamped uint64
 }
 
-// Stats returns the store's counters. It is cheap (three atomic loads) and
-// never blocks. Under concurrent use the three values may be momentarily
+// Stats returns the store's counters. It is cheap (four atomic loads) and
+// never blocks. Under concurrent use the values may be momentarily
 // inconsistent with each other.
 func (s *Store) Stats() Stats {
 	return Stats{
 		Keys:    s.keys.Load(),
 		Bytes:   s.bytes.Load(),
 		Refused: s.refused.Load(),
+		Clamped: s.clamped.Load(),
 	}
 }
 
@@ -50,7 +55,7 @@ const (
 	// the leases' allocation [75, 108 with one lease].
 	leaseEntryBytes = 72
 	// leaseItemBytes is the cost of one bucket.Lease of capacity.
-	leaseItemBytes = 24
+	leaseItemBytes = 32
 )
 
 // ShardOverhead is the fixed size of one shard (mutex, map headers,

@@ -115,15 +115,15 @@ func TestAcquireRelease(t *testing.T) {
 	l := lim(bucket.Concurrency, 2, 0)
 	ttl := 10 * time.Second
 	id1, res, err := s.Acquire(7, l, t0, 1, ttl)
-	if err != nil || !res.Allowed || res.Remaining != 1 || id1 == 0 {
+	if err != nil || !res.Allowed || res.Remaining != 1 || id1.IsZero() {
 		t.Fatalf("first acquire: id=%d %+v %v", id1, res, err)
 	}
 	id2, res, err := s.Acquire(7, l, t0+ms, 1, ttl)
-	if err != nil || !res.Allowed || res.Remaining != 0 || id2 == 0 || id2 == id1 {
+	if err != nil || !res.Allowed || res.Remaining != 0 || id2.IsZero() || id2 == id1 {
 		t.Fatalf("second acquire: id=%d (first %d) %+v %v", id2, id1, res, err)
 	}
 	id3, res, err := s.Acquire(7, l, t0+2*ms, 1, ttl)
-	if err != nil || res.Allowed || id3 != 0 {
+	if err != nil || res.Allowed || !id3.IsZero() {
 		t.Fatalf("third acquire: id=%d %+v %v; want denied with id 0", id3, res, err)
 	}
 	ok, res, err := s.Release(7, l, t0+3*ms, id1)
@@ -159,7 +159,7 @@ func TestWrongAlgorithm(t *testing.T) {
 	if _, _, err := s.Acquire(1, lim(bucket.TokenBucket, 5, time.Second), t0, 1, time.Second); !errors.Is(err, ErrWrongAlgorithm) {
 		t.Errorf("Acquire(token) = %v, want ErrWrongAlgorithm", err)
 	}
-	if _, _, err := s.Release(1, lim(bucket.FixedWindow, 5, time.Second), t0, 1); !errors.Is(err, ErrWrongAlgorithm) {
+	if _, _, err := s.Release(1, lim(bucket.FixedWindow, 5, time.Second), t0, LeaseID{ID: 1}); !errors.Is(err, ErrWrongAlgorithm) {
 		t.Errorf("Release(fixed) = %v, want ErrWrongAlgorithm", err)
 	}
 	if _, err := s.Take(1, bucket.Limit{Algorithm: 0, Limit: 1, Period: time.Second}, t0, 1); !errors.Is(err, bucket.ErrUnknownAlgorithm) {
@@ -187,10 +187,10 @@ func TestReadDoesNotInsert(t *testing.T) {
 		}
 	}
 	id, res, err := s.Acquire(9, lim(bucket.Concurrency, 100, 0), t0, 0, time.Minute)
-	if err != nil || id != 0 || res.Remaining != 100 {
+	if err != nil || !id.IsZero() || res.Remaining != 100 {
 		t.Fatalf("concurrency read: id=%d %+v %v", id, res, err)
 	}
-	if ok, _, err := s.Release(9, lim(bucket.Concurrency, 100, 0), t0, 12345); ok || err != nil {
+	if ok, _, err := s.Release(9, lim(bucket.Concurrency, 100, 0), t0, LeaseID{ID: 12345}); ok || err != nil {
 		t.Fatalf("release on absent key: %v %v", ok, err)
 	}
 	if st := s.Stats(); st.Keys != 0 || st.Bytes != 0 {
@@ -468,24 +468,37 @@ func TestSameKeyDifferentAlgorithms(t *testing.T) {
 }
 
 func TestLeaseIDs(t *testing.T) {
-	s := newStore(t, Config{Shards: 64})
-	seen := make(map[uint64]bool)
+	seen := make(map[LeaseID]bool)
 	for range 20000 {
-		id := s.nextLeaseID()
-		if id == 0 || seen[id] {
-			t.Fatalf("lease ID %d is zero or repeated", id)
+		id := newLeaseID()
+		if id.ID == 0 || seen[id] {
+			t.Fatalf("lease ID %v is zero or repeated", id)
 		}
 		seen[id] = true
+		back, err := ParseLeaseID(id.String())
+		if err != nil || back != id {
+			t.Fatalf("ParseLeaseID(%q) = %v, %v", id.String(), back, err)
+		}
 	}
-	// A sequence that wraps to an ID of 0 skips it.
-	s.leaseSeq.Store(^uint64(0))
-	if id := s.nextLeaseID(); id == 0 {
-		t.Fatal("lease ID 0 handed out")
+	// Release and Renew need the whole ID: the right ID with another tag
+	// changes nothing.
+	s := newStore(t, Config{Shards: 1})
+	l := lim(bucket.Concurrency, 1, 0)
+	id, _, _ := s.Acquire(3, l, t0, 1, time.Hour)
+	wrong := LeaseID{ID: id.ID, Tag: id.Tag + 1}
+	if ok, _, _ := s.Renew(3, l, t0, 1, time.Second, wrong); ok {
+		t.Fatal("renewed with a wrong tag")
 	}
-	// Two stores start their sequences apart.
-	a, b := newStore(t, Config{Shards: 1}), newStore(t, Config{Shards: 1})
-	if a.nextLeaseID() == b.nextLeaseID() {
-		t.Fatal("two stores generated the same first lease ID")
+	if ok, res, _ := s.Release(3, l, t0, wrong); ok || res.Remaining != 0 {
+		t.Fatalf("released with a wrong tag: %v %+v", ok, res)
+	}
+	if ok, _, _ := s.Release(3, l, t0, id); !ok {
+		t.Fatal("not released with the right ID")
+	}
+	for _, bad := range []string{"", "1", "00000000000000000000000000000000", "zz000000000000000000000000000001", "0000000000000001000000000000000100"} {
+		if _, err := ParseLeaseID(bad); err == nil {
+			t.Errorf("ParseLeaseID(%q) succeeded", bad)
+		}
 	}
 }
 
@@ -572,7 +585,7 @@ func TestRenew(t *testing.T) {
 	s := newStore(t, Config{Shards: 16})
 	l := lim(bucket.Concurrency, 3, 0)
 	id, _, err := s.Acquire(1, l, t0, 1, 10*time.Second)
-	if err != nil || id == 0 {
+	if err != nil || id.IsZero() {
 		t.Fatal(id, err)
 	}
 	if _, _, err := s.Acquire(1, l, t0, 1, 10*time.Second); err != nil {
@@ -602,7 +615,7 @@ func TestRenew(t *testing.T) {
 		t.Fatalf("usage after a denied renewal: %+v, want 0 remaining", res)
 	}
 	// An unknown or lapsed lease is not renewed, and nothing is created.
-	if ok, _, err := s.Renew(1, l, t0+15*sec, 1, time.Second, 999); ok || err != nil {
+	if ok, _, err := s.Renew(1, l, t0+15*sec, 1, time.Second, LeaseID{ID: 999}); ok || err != nil {
 		t.Fatalf("renew of an unknown lease: %v %v", ok, err)
 	}
 	if ok, _, err := s.Renew(1, l, t0+20*sec, 1, time.Second, id); ok || err != nil {

@@ -75,7 +75,7 @@ func TestPeerBreakerOpensAndRecovers(t *testing.T) {
 				return err
 			},
 			"Release": func() error {
-				_, _, err := c.Release(ctx, owner, 0, item, 1)
+				_, _, err := c.Release(ctx, owner, 0, item, store.LeaseID{ID: 1})
 				return err
 			},
 			"Fetch": func() error {
@@ -197,8 +197,9 @@ func (s *stallingPeer) stall() {
 	<-s.release
 }
 
-func (s *stallingPeer) CheckForwarded(context.Context, string, int, []limiter.Forwarded, []limiter.Answer) {
+func (s *stallingPeer) CheckForwarded(context.Context, string, int, []limiter.Forwarded, []limiter.Answer) error {
 	s.stall()
+	return nil
 }
 
 // drain empties s.arrived.
@@ -212,14 +213,14 @@ func (s *stallingPeer) drain() {
 	}
 }
 
-func (s *stallingPeer) AcquireForwarded(context.Context, string, int, limiter.Forwarded, time.Duration) (limiter.Answer, uint64) {
+func (s *stallingPeer) AcquireForwarded(context.Context, string, int, limiter.Forwarded, time.Duration) (limiter.Answer, store.LeaseID, error) {
 	s.stall()
-	return limiter.Answer{}, 0
+	return limiter.Answer{}, store.LeaseID{}, nil
 }
 
-func (s *stallingPeer) FetchMoved(context.Context, string, []uint64) []store.Entry {
+func (s *stallingPeer) FetchMoved(context.Context, string, []uint64) ([]store.Entry, error) {
 	s.stall()
-	return nil
+	return nil, nil
 }
 
 // TestPeerBreakerCallerCancelDoesNotOpen: RPCs cut short by their caller

@@ -90,7 +90,7 @@ func TestPeerUnavailable(t *testing.T) {
 			return err
 		},
 		"Release": func() error {
-			_, _, err := c.Release(ctx, gone, 0, item, 1)
+			_, _, err := c.Release(ctx, gone, 0, item, store.LeaseID{ID: 1})
 			return err
 		},
 		"Fetch": func() error {

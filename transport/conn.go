@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
@@ -132,7 +134,13 @@ func (p *peerConn) retire(err error) {
 
 // unavailable wraps an RPC error: errors.Is(err, limiter.ErrPeerUnavailable)
 // holds and status.Code(err) is the RPC's code.
+//
+// A PermissionDenied answer (the peer's ring does not have this node, see
+// limiter.ErrNotMember) wraps limiter.ErrNotMember too.
 func (p *peerConn) unavailable(method string, err error) error {
+	if status.Code(err) == codes.PermissionDenied {
+		return fmt.Errorf("%w: %s %s (%s): %w: %w", limiter.ErrPeerUnavailable, method, p.name, p.addr, limiter.ErrNotMember, err)
+	}
 	return fmt.Errorf("%w: %s %s (%s): %w", limiter.ErrPeerUnavailable, method, p.name, p.addr, err)
 }
 

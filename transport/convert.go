@@ -205,11 +205,13 @@ func toKeyState(dst *sluicev1.KeyState, e *store.Entry) *sluicev1.KeyState {
 		}
 	case bucket.Concurrency:
 		n := len(e.Leases.Leases)
-		dst.LeaseId = make([]uint64, n)
+		ids := make([]uint64, 2*n)
+		dst.LeaseId, dst.LeaseTag = ids[:n:n], ids[n:]
 		vals := make([]int64, 2*n)
 		dst.LeaseCost, dst.LeaseExpires = vals[:n:n], vals[n:]
 		for i, l := range e.Leases.Leases {
 			dst.LeaseId[i] = l.ID
+			dst.LeaseTag[i] = l.Tag
 			dst.LeaseCost[i] = l.Cost
 			dst.LeaseExpires[i] = l.Expires
 		}
@@ -262,10 +264,17 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *wire.FieldError {
 		if len(exp) != len(id) {
 			return &wire.FieldError{Field: "lease_expires", Reason: fmt.Sprintf("has %d values for %d lease_id", len(exp), len(id))}
 		}
+		tag := ks.GetLeaseTag()
+		if len(tag) != len(id) && len(tag) != 0 { // none from a node that predates tags
+			return &wire.FieldError{Field: "lease_tag", Reason: fmt.Sprintf("has %d values for %d lease_id", len(tag), len(id))}
+		}
 		if len(id) > 0 {
 			dst.Leases.Leases = make([]bucket.Lease, len(id))
 			for i := range id {
 				dst.Leases.Leases[i] = bucket.Lease{ID: id[i], Cost: cost[i], Expires: exp[i]}
+				if len(tag) > 0 {
+					dst.Leases.Leases[i].Tag = tag[i]
+				}
 			}
 		}
 	}
@@ -275,5 +284,5 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *wire.FieldError {
 // keyStateSize estimates the encoded size of e's KeyState, to split a
 // handoff into messages well below gRPC's default 4 MiB limit.
 func keyStateSize(e *store.Entry) int {
-	return 64 + 20*len(e.Log.Entries) + 30*len(e.Leases.Leases)
+	return 64 + 20*len(e.Log.Entries) + 40*len(e.Leases.Leases)
 }

@@ -88,6 +88,12 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 	// The owner deleted what it sent: keep every state it could send, even
 	// if one is malformed (that one is dropped; it cannot be imported).
 	states := resp.GetStates()
+	if len(states) > len(hashes) {
+		// More states than hashes asked: not an answer to this call.
+		err := fmt.Errorf("%d states for %d hashes", len(states), len(hashes))
+		wire.FailAll(live, p.unavailable("Fetch", err))
+		return
+	}
 	entries := make([]store.Entry, 0, len(states))
 	for _, ks := range states {
 		var e store.Entry
@@ -127,10 +133,9 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 
 // Bounds of the Handoff RPC.
 const (
-	// handoffBytes and handoffStates bound one Handoff RPC, well below
+	// handoffBytes and MaxHandoffStates bound one Handoff RPC, well below
 	// gRPC's default 4 MiB limit on the receiver.
-	handoffBytes  = 1 << 20
-	handoffStates = 4096
+	handoffBytes = 1 << 20
 	// handoffTimeouts is a Handoff RPC's deadline in units of Timeout.
 	handoffTimeouts = 5
 )
@@ -161,7 +166,7 @@ func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []stor
 	}
 	for start := 0; ; {
 		end, size := start, 0
-		for end < len(entries) && end-start < handoffStates {
+		for end < len(entries) && end-start < MaxHandoffStates {
 			s := keyStateSize(&entries[end])
 			if end > start && size+s > handoffBytes {
 				break

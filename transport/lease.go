@@ -8,20 +8,22 @@ import (
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // Acquire takes a lease on node to.
-func (c *PeerClient) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64, error) {
+func (c *PeerClient) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {
+	var none store.LeaseID
 	if hops < 0 || hops > maxPeerHops {
-		return limiter.Answer{}, 0, fmt.Errorf("transport: PeerClient.Acquire: hops %d out of [0, %d]", hops, maxPeerHops)
+		return limiter.Answer{}, none, fmt.Errorf("transport: PeerClient.Acquire: hops %d out of [0, %d]", hops, maxPeerHops)
 	}
 	p, err := c.peerFor(to)
 	if err != nil {
-		return limiter.Answer{}, 0, err
+		return limiter.Answer{}, none, err
 	}
 	tk, ok := p.br.allow()
 	if !ok {
-		return limiter.Answer{}, 0, p.circuitErr
+		return limiter.Answer{}, none, p.circuitErr
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -32,15 +34,15 @@ func (c *PeerClient) Acquire(ctx context.Context, to ring.Member, hops int, item
 	resp, err := p.rpc.Acquire(rctx, req)
 	p.br.record(tk, directOutcome(ctx, rctx, err))
 	if err != nil {
-		return limiter.Answer{}, 0, p.callErr(ctx, peerAcquire, err)
+		return limiter.Answer{}, none, p.callErr(ctx, peerAcquire, err)
 	}
 	var a limiter.Answer
 	fromPeerResult(&a, resp.GetResult())
-	return a, resp.GetLeaseId(), nil
+	return a, store.LeaseID{ID: resp.GetLeaseId(), Tag: resp.GetLeaseTag()}, nil
 }
 
 // Release returns a lease on node to.
-func (c *PeerClient) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool, error) {
+func (c *PeerClient) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error) {
 	if hops < 0 || hops > maxPeerHops {
 		return limiter.Answer{}, false, fmt.Errorf("transport: PeerClient.Release: hops %d out of [0, %d]", hops, maxPeerHops)
 	}
@@ -56,7 +58,7 @@ func (c *PeerClient) Release(ctx context.Context, to ring.Member, hops int, item
 	defer cancel()
 	var it sluicev1.PeerItem
 	var lim sluicev1.PeerLimit
-	req := &sluicev1.PeerReleaseRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), LeaseId: leaseID}
+	req := &sluicev1.PeerReleaseRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), LeaseId: leaseID.ID, LeaseTag: leaseID.Tag}
 	c.m.rpc(peerRelease)
 	resp, err := p.rpc.Release(rctx, req)
 	p.br.record(tk, directOutcome(ctx, rctx, err))

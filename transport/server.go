@@ -20,12 +20,14 @@ import (
 // PeerService is what the peer API needs from the limiter;
 // (*limiter.Limiter) satisfies it. from is the calling node's name and hops
 // the number of earlier forwards of the items. Implementations must be
-// safe for concurrent use.
+// safe for concurrent use. A call whose from is not a node the service
+// takes peer calls from fails with an error wrapping limiter.ErrNotMember,
+// which the server answers with PermissionDenied.
 type PeerService interface {
-	CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer)
-	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64)
-	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool)
-	FetchMoved(ctx context.Context, from string, hashes []uint64) []store.Entry
+	CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error
+	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error)
+	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error)
+	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 }
 
@@ -36,9 +38,15 @@ var _ PeerService = (*limiter.Limiter)(nil)
 const (
 	// MaxPeerBatch is the most items in one peer Check request (and the
 	// largest PeerClientConfig.MaxBatch).
-	MaxPeerBatch = 8192
+	MaxPeerBatch = wire.MaxPeerBatch
 	// maxPeerHashes is the most hashes in one Fetch request.
 	maxPeerHashes = 65536
+	// MaxHandoffStates is the most states in one Handoff request;
+	// PeerClient.Handoff splits larger handoffs into several calls.
+	MaxHandoffStates = wire.MaxHandoffStates
+	// maxDonePartitions is the most done_partitions in one Handoff
+	// request: more than any ring's partition count.
+	maxDonePartitions = 1 << 16
 	// maxPeerHops bounds a request's hop count; the limiter forwards once
 	// more at most, so anything larger is a bug or a loop.
 	maxPeerHops = 16
@@ -55,6 +63,10 @@ type ServerConfig struct {
 	// Metrics records the latency of the calls served, as
 	// sluice_peer_served_duration_seconds{method}; nil records nothing.
 	Metrics *PeerMetrics
+	// Recovery logs and counts a panic in a CheckStream goroutine (the
+	// gRPC server's interceptors, wire.Recovery.ServerOptions, cover the
+	// handlers themselves); nil logs to slog.Default().
+	Recovery *wire.Recovery
 }
 
 // Server serves the node-to-node service sluice.v1.Peer. It is registered
@@ -84,7 +96,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("%w: ServerConfig.Self: must not be empty", ErrInvalidConfig)
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
-	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx}
+	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx, recovery: cfg.Recovery}
 	for i, method := range peerMethods {
 		ps.obs[i] = cfg.Metrics.peerServedObserver(method)
 	}
@@ -120,7 +132,8 @@ type peerServer struct {
 	obs  [numPeerMethods]prometheus.Observer
 	// drain ends when CheckStream clients are asked to go away; nil if
 	// never.
-	drain context.Context
+	drain    context.Context
+	recovery *wire.Recovery
 }
 
 func (s *peerServer) observe(method int, start time.Time) {
@@ -173,7 +186,9 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 		}
 	}
 	if bad == nil {
-		s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw, ans)
+		if err := s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw, ans); err != nil {
+			return nil, peerStatus(err)
+		}
 	} else if len(bad) < len(items) {
 		// Apply the valid items only: compact them to the front, then
 		// spread their answers back to their positions (from the end,
@@ -186,7 +201,9 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 			}
 		}
 		n := len(idx)
-		s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw[:n], ans[:n])
+		if err := s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw[:n], ans[:n]); err != nil {
+			return nil, peerStatus(err)
+		}
 		for j := n - 1; j >= 0; j-- {
 			if idx[j] != j {
 				ans[idx[j]] = ans[j]
@@ -237,8 +254,11 @@ func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireReque
 	case ttl > limiter.MaxLeaseTTL:
 		return nil, wire.InvalidArgument("ttl_ns", fmt.Sprintf("must be <= %v", limiter.MaxLeaseTTL))
 	}
-	ans, id := s.svc.AcquireForwarded(ctx, req.GetFrom(), hops, f, ttl)
-	return &sluicev1.PeerAcquireResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), LeaseId: id}, nil
+	ans, id, err := s.svc.AcquireForwarded(ctx, req.GetFrom(), hops, f, ttl)
+	if err != nil {
+		return nil, peerStatus(err)
+	}
+	return &sluicev1.PeerAcquireResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), LeaseId: id.ID, LeaseTag: id.Tag}, nil
 }
 
 func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseRequest) (*sluicev1.PeerReleaseResponse, error) {
@@ -247,7 +267,10 @@ func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseReque
 	if err != nil {
 		return nil, err
 	}
-	ans, ok := s.svc.ReleaseForwarded(ctx, req.GetFrom(), hops, f, req.GetLeaseId())
+	ans, ok, err := s.svc.ReleaseForwarded(ctx, req.GetFrom(), hops, f, store.LeaseID{ID: req.GetLeaseId(), Tag: req.GetLeaseTag()})
+	if err != nil {
+		return nil, peerStatus(err)
+	}
 	return &sluicev1.PeerReleaseResponse{Owner: s.name, Result: toPeerResult(&sluicev1.PeerResult{}, &ans), Released: ok}, nil
 }
 
@@ -261,7 +284,10 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	if len(hashes) == 0 {
 		return resp, nil
 	}
-	entries := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
+	entries, err := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
+	if err != nil {
+		return nil, peerStatus(err)
+	}
 	states := make([]sluicev1.KeyState, len(entries))
 	resp.States = make([]*sluicev1.KeyState, len(entries))
 	for i := range entries {
@@ -273,6 +299,12 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) (*sluicev1.HandoffResponse, error) {
 	defer s.observe(peerHandoff, time.Now())
 	states := req.GetStates()
+	if len(states) > MaxHandoffStates {
+		return nil, wire.InvalidArgument("states", fmt.Sprintf("%d states, at most %d per call", len(states), MaxHandoffStates))
+	}
+	if n := len(req.GetDonePartitions()); n > maxDonePartitions {
+		return nil, wire.InvalidArgument("done_partitions", fmt.Sprintf("%d partitions, at most %d per call", n, maxDonePartitions))
+	}
 	entries := make([]store.Entry, len(states))
 	for i, ks := range states {
 		if fe := fromKeyState(&entries[i], ks); fe != nil {
@@ -293,6 +325,9 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 		return &sluicev1.HandoffResponse{}, nil
 	}
 	refused, err := s.svc.AcceptHandoff(ctx, req.GetFrom(), entries, done)
+	if errors.Is(err, limiter.ErrNotMember) {
+		return nil, peerStatus(err)
+	}
 	if errors.Is(err, limiter.ErrLeaving) {
 		// This node is leaving too: the sender must pick the next owner.
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
@@ -301,4 +336,13 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &sluicev1.HandoffResponse{Refused: int32(min(refused, len(entries)))}, nil
+}
+
+// peerStatus is the status of a peer call the service refused: a caller
+// that is not a member of this node's ring gets PermissionDenied.
+func peerStatus(err error) error {
+	if errors.Is(err, limiter.ErrNotMember) {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
 }

@@ -62,7 +62,7 @@ func newFakePeer(t testing.TB, cfg store.Config) *fakePeer {
 
 func now() int64 { return time.Now().UnixNano() }
 
-func (f *fakePeer) CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) {
+func (f *fakePeer) CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error {
 	f.mu.Lock()
 	f.checks = append(f.checks, fakeCheck{from, hops, append([]limiter.Forwarded(nil), items...)})
 	f.checkSeen += len(items)
@@ -90,30 +90,31 @@ func (f *fakePeer) CheckForwarded(ctx context.Context, from string, hops int, it
 		}
 		out[i] = a
 	}
+	return nil
 }
 
-func (f *fakePeer) AcquireForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64) {
+func (f *fakePeer) AcquireForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {
 	f.mu.Lock()
 	f.lastFrom, f.lastTTL, f.lastHops = from, ttl, hops
 	f.mu.Unlock()
 	id, res, err := f.st.Acquire(item.Hash, item.Limit, now(), item.Cost, ttl)
-	return limiter.Answer{Result: res, Err: err}, id
+	return limiter.Answer{Result: res, Err: err}, id, nil
 }
 
-func (f *fakePeer) ReleaseForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool) {
+func (f *fakePeer) ReleaseForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error) {
 	f.mu.Lock()
 	f.lastFrom, f.lastHops = from, hops
 	f.mu.Unlock()
 	ok, res, err := f.st.Release(item.Hash, item.Limit, now(), leaseID)
-	return limiter.Answer{Result: res, Err: err}, ok
+	return limiter.Answer{Result: res, Err: err}, ok, nil
 }
 
-func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) []store.Entry {
+func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, error) {
 	f.mu.Lock()
 	f.fetches++
 	f.lastFrom = from
 	f.mu.Unlock()
-	return f.st.Extract(now(), hashes)
+	return f.st.Extract(now(), hashes), nil
 }
 
 func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) (int, error) {

@@ -23,5 +23,12 @@ func (s *peerServer) CheckStream(stream sluicev1.Peer_CheckStreamServer) error {
 		}
 		return out
 	}
-	return wire.ServeBatches(stream.Recv, stream.Send, s.drain, &sluicev1.PeerCheckStreamResponse{Drain: true}, handle)
+	fail := func(req *sluicev1.PeerCheckStreamRequest, err error) *sluicev1.PeerCheckStreamResponse {
+		st := status.Convert(err)
+		return &sluicev1.PeerCheckStreamResponse{Id: req.GetId(), Code: int32(st.Code()), Message: st.Message()}
+	}
+	return wire.ServeBatches(stream.Recv, stream.Send, wire.Batches[*sluicev1.PeerCheckStreamRequest, *sluicev1.PeerCheckStreamResponse]{
+		Drain: s.drain, DrainMsg: &sluicev1.PeerCheckStreamResponse{Drain: true},
+		Handle: handle, Fail: fail, Method: sluicev1.Peer_CheckStream_FullMethodName, Recovery: s.recovery,
+	})
 }

@@ -99,7 +99,9 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 // Unmarshal decodes data into v, a protobuf message, replacing its contents
 // as proto.Unmarshal does (for a pooled message, in place: sub-messages of
 // its repeated fields are reused). Nothing in v refers to data afterwards:
-// gRPC frees data when Unmarshal returns.
+// gRPC frees data when Unmarshal returns. A peer message whose repeated
+// field has more items than its bound (see MaxHandoffStates) is refused
+// with ErrTooManyItems before it is decoded.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	m := messageV2Of(v)
 	if m == nil {
@@ -109,6 +111,11 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	// from the pool.
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
+	if caps := capsOf(v); caps != nil {
+		if err := checkCounts(buf.ReadOnlyData(), caps); err != nil {
+			return err
+		}
+	}
 	vt, ok := v.(vtMessage)
 	if !ok {
 		return proto.Unmarshal(buf.ReadOnlyData(), m)

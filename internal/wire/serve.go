@@ -7,15 +7,41 @@ import (
 	"sync"
 )
 
+// Batches is what ServeBatches needs besides the stream.
+type Batches[Req, Resp any] struct {
+	// Drain, when it ends (nil: never), makes ServeBatches send DrainMsg,
+	// which asks the client to close its side.
+	Drain    context.Context
+	DrainMsg Resp
+	// Handle decides one message.
+	Handle func(Req) Resp
+	// Fail answers a message whose Handle panicked, with err (from
+	// Recovery.Recover).
+	Fail func(Req, error) Resp
+	// Method names the stream in Recovery's log line and count.
+	Method string
+	// Recovery logs and counts a panic of Handle; nil logs to
+	// slog.Default().
+	Recovery *Recovery
+	// MaxInflight bounds the messages decided at once; 0 means
+	// MaxStreamInflight.
+	MaxInflight int
+}
+
 // ServeBatches is the server side of a stream of batches (CheckStream and
 // Peer.CheckStream): each message is handled in a goroutine of its own, so
 // a batch that waits on another node (a key mid-handoff, an owner not
 // answering) does not hold up the batches behind it, and answers go out as
 // they are ready, under a lock (a stream's Send is not safe for concurrent
-// use). When drain ends (nil: never), drainMsg asks the client to close its
-// side; serveBatches returns once the client has closed it and every batch
-// has been answered.
-func ServeBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error, drain context.Context, drainMsg Resp, handle func(Req) Resp) error {
+// use). At most b.MaxInflight messages are decided at once: with that many
+// unanswered, ServeBatches reads nothing more until one is answered, so a
+// client that sends without reading the replies is held back by flow
+// control rather than costing a goroutine per message. A panic in Handle
+// is recovered in its goroutine (b.Recovery) and the message answered by
+// b.Fail. When b.Drain ends, b.DrainMsg asks the client to close its side;
+// ServeBatches returns once the client has closed it and every batch has
+// been answered.
+func ServeBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error, b Batches[Req, Resp]) error {
 	var (
 		wg      sync.WaitGroup
 		sendMu  sync.Mutex
@@ -29,11 +55,25 @@ func ServeBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error
 		sendMu.Unlock()
 	}
 	defer wg.Wait()
-	if drain != nil {
-		stop := context.AfterFunc(drain, func() { sendOne(drainMsg) })
+	if b.Drain != nil {
+		stop := context.AfterFunc(b.Drain, func() { sendOne(b.DrainMsg) })
 		defer stop()
 	}
+	n := b.MaxInflight
+	if n <= 0 {
+		n = MaxStreamInflight
+	}
+	slots := make(chan struct{}, n)
+	handle := func(req Req) (resp Resp) {
+		defer func() {
+			if v := recover(); v != nil {
+				resp = b.Fail(req, b.Recovery.Recover(b.Method, v))
+			}
+		}()
+		return b.Handle(req)
+	}
 	for {
+		slots <- struct{}{} // a free slot before reading the next message
 		req, err := recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -44,6 +84,7 @@ func ServeBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			sendOne(handle(req))
 		}()
 	}

@@ -245,26 +245,25 @@ func (p *peers) Check(ctx context.Context, to ring.Member, hops int, items []lim
 	if err != nil {
 		return err
 	}
-	l.CheckForwarded(ctx, p.from, hops, items, out)
-	return nil
+	return refused(to.Name, l.CheckForwarded(ctx, p.from, hops, items, out))
 }
 
-func (p *peers) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, uint64, error) {
+func (p *peers) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {
 	l, err := p.n.deliver(ctx, p.from, to.Name, mAcquire)
 	if err != nil {
-		return limiter.Answer{}, 0, err
+		return limiter.Answer{}, store.LeaseID{}, err
 	}
-	a, id := l.AcquireForwarded(ctx, p.from, hops, item, ttl)
-	return a, id, nil
+	a, id, err := l.AcquireForwarded(ctx, p.from, hops, item, ttl)
+	return a, id, refused(to.Name, err)
 }
 
-func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID uint64) (limiter.Answer, bool, error) {
+func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error) {
 	l, err := p.n.deliver(ctx, p.from, to.Name, mRelease)
 	if err != nil {
 		return limiter.Answer{}, false, err
 	}
-	a, ok := l.ReleaseForwarded(ctx, p.from, hops, item, leaseID)
-	return a, ok, nil
+	a, ok, err := l.ReleaseForwarded(ctx, p.from, hops, item, leaseID)
+	return a, ok, refused(to.Name, err)
 }
 
 func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
@@ -275,7 +274,8 @@ func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([
 	if err != nil {
 		return nil, err
 	}
-	return l.FetchMoved(ctx, p.from, hashes), nil
+	entries, err := l.FetchMoved(ctx, p.from, hashes)
+	return entries, refused(from.Name, err)
 }
 
 func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
@@ -291,4 +291,14 @@ func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Ent
 		return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, to.Name, err)
 	}
 	return nil
+}
+
+// refused reports a peer call that node to refused (its caller is not a
+// member of its ring) as the gRPC peer client does: the owner is
+// unavailable to this caller.
+func refused(to string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, to, err)
 }

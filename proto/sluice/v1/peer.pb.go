@@ -592,10 +592,13 @@ func (x *PeerAcquireRequest) GetTtlNs() int64 {
 }
 
 type PeerAcquireResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Result        *PeerResult            `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
-	LeaseId       uint64                 `protobuf:"fixed64,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Owner  string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Result *PeerResult            `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// The lease's identifier: lease_id and lease_tag together, 128 random
+	// bits; Release must present both.
+	LeaseId       uint64 `protobuf:"fixed64,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseTag      uint64 `protobuf:"fixed64,4,opt,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,12 +654,20 @@ func (x *PeerAcquireResponse) GetLeaseId() uint64 {
 	return 0
 }
 
+func (x *PeerAcquireResponse) GetLeaseTag() uint64 {
+	if x != nil {
+		return x.LeaseTag
+	}
+	return 0
+}
+
 type PeerReleaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
 	Hops          uint32                 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
 	Item          *PeerItem              `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
 	LeaseId       uint64                 `protobuf:"fixed64,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseTag      uint64                 `protobuf:"fixed64,5,opt,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -715,6 +726,13 @@ func (x *PeerReleaseRequest) GetItem() *PeerItem {
 func (x *PeerReleaseRequest) GetLeaseId() uint64 {
 	if x != nil {
 		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *PeerReleaseRequest) GetLeaseTag() uint64 {
+	if x != nil {
+		return x.LeaseTag
 	}
 	return 0
 }
@@ -795,10 +813,12 @@ type KeyState struct {
 	LogAt   []int64 `protobuf:"varint,8,rep,packed,name=log_at,json=logAt,proto3" json:"log_at,omitempty"`
 	LogCost []int64 `protobuf:"varint,9,rep,packed,name=log_cost,json=logCost,proto3" json:"log_cost,omitempty"`
 	// Concurrency leases.
-	LeaseId       []uint64 `protobuf:"fixed64,10,rep,packed,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	LeaseCost     []int64  `protobuf:"varint,11,rep,packed,name=lease_cost,json=leaseCost,proto3" json:"lease_cost,omitempty"`
-	LeaseExpires  []int64  `protobuf:"varint,12,rep,packed,name=lease_expires,json=leaseExpires,proto3" json:"lease_expires,omitempty"`
-	PeriodNs      int64    `protobuf:"varint,13,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	LeaseId      []uint64 `protobuf:"fixed64,10,rep,packed,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseCost    []int64  `protobuf:"varint,11,rep,packed,name=lease_cost,json=leaseCost,proto3" json:"lease_cost,omitempty"`
+	LeaseExpires []int64  `protobuf:"varint,12,rep,packed,name=lease_expires,json=leaseExpires,proto3" json:"lease_expires,omitempty"`
+	PeriodNs     int64    `protobuf:"varint,13,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	// The second half of each lease's 128-bit identifier, one per lease_id.
+	LeaseTag      []uint64 `protobuf:"fixed64,14,rep,packed,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -922,6 +942,13 @@ func (x *KeyState) GetPeriodNs() int64 {
 		return x.PeriodNs
 	}
 	return 0
+}
+
+func (x *KeyState) GetLeaseTag() []uint64 {
+	if x != nil {
+		return x.LeaseTag
+	}
+	return nil
 }
 
 type FetchRequest struct {
@@ -1173,20 +1200,22 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x15\n" +
-	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\"u\n" +
+	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\"\x92\x01\n" +
 	"\x13PeerAcquireResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x19\n" +
-	"\blease_id\x18\x03 \x01(\x06R\aleaseId\"\x80\x01\n" +
+	"\blease_id\x18\x03 \x01(\x06R\aleaseId\x12\x1b\n" +
+	"\tlease_tag\x18\x04 \x01(\x06R\bleaseTag\"\x9d\x01\n" +
 	"\x12PeerReleaseRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x19\n" +
-	"\blease_id\x18\x03 \x01(\x06R\aleaseId\"v\n" +
+	"\blease_id\x18\x03 \x01(\x06R\aleaseId\x12\x1b\n" +
+	"\tlease_tag\x18\x05 \x01(\x06R\bleaseTag\"v\n" +
 	"\x13PeerReleaseResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x1a\n" +
-	"\breleased\x18\x03 \x01(\bR\breleased\"\x9c\x03\n" +
+	"\breleased\x18\x03 \x01(\bR\breleased\"\xb9\x03\n" +
 	"\bKeyState\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x122\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x10\n" +
@@ -1204,7 +1233,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"lease_cost\x18\v \x03(\x03R\tleaseCost\x12#\n" +
 	"\rlease_expires\x18\f \x03(\x03R\fleaseExpires\x12\x1b\n" +
-	"\tperiod_ns\x18\r \x01(\x03R\bperiodNs\":\n" +
+	"\tperiod_ns\x18\r \x01(\x03R\bperiodNs\x12\x1b\n" +
+	"\tlease_tag\x18\x0e \x03(\x06R\bleaseTag\":\n" +
 	"\fFetchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x16\n" +
 	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\"<\n" +

@@ -539,6 +539,12 @@ func (m *PeerAcquireResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.LeaseTag != 0 {
+		i -= 8
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.LeaseTag))
+		i--
+		dAtA[i] = 0x21
+	}
 	if m.LeaseId != 0 {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.LeaseId))
@@ -594,6 +600,12 @@ func (m *PeerReleaseRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.LeaseTag != 0 {
+		i -= 8
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.LeaseTag))
+		i--
+		dAtA[i] = 0x29
 	}
 	if m.Hops != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Hops))
@@ -715,6 +727,15 @@ func (m *KeyState) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.LeaseTag) > 0 {
+		for iNdEx := len(m.LeaseTag) - 1; iNdEx >= 0; iNdEx-- {
+			i -= 8
+			binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.LeaseTag[iNdEx]))
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.LeaseTag)*8))
+		i--
+		dAtA[i] = 0x72
 	}
 	if m.PeriodNs != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PeriodNs))
@@ -1362,6 +1383,9 @@ func (m *PeerAcquireResponse) SizeVT() (n int) {
 	if m.LeaseId != 0 {
 		n += 9
 	}
+	if m.LeaseTag != 0 {
+		n += 9
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -1385,6 +1409,9 @@ func (m *PeerReleaseRequest) SizeVT() (n int) {
 	}
 	if m.Hops != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Hops))
+	}
+	if m.LeaseTag != 0 {
+		n += 9
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1471,6 +1498,9 @@ func (m *KeyState) SizeVT() (n int) {
 	}
 	if m.PeriodNs != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.PeriodNs))
+	}
+	if len(m.LeaseTag) > 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(len(m.LeaseTag)*8)) + len(m.LeaseTag)*8
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2862,6 +2892,16 @@ func (m *PeerAcquireResponse) UnmarshalVT(dAtA []byte) error {
 			}
 			m.LeaseId = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
+		case 4:
+			if wireType != 1 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseTag", wireType)
+			}
+			m.LeaseTag = 0
+			if (iNdEx + 8) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.LeaseTag = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+			iNdEx += 8
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -3010,6 +3050,16 @@ func (m *PeerReleaseRequest) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 5:
+			if wireType != 1 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseTag", wireType)
+			}
+			m.LeaseTag = 0
+			if (iNdEx + 8) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.LeaseTag = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+			iNdEx += 8
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -3698,6 +3748,58 @@ func (m *KeyState) UnmarshalVT(dAtA []byte) error {
 				if b < 0x80 {
 					break
 				}
+			}
+		case 14:
+			if wireType == 1 {
+				var v uint64
+				if (iNdEx + 8) > l {
+					return io.ErrUnexpectedEOF
+				}
+				v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+				iNdEx += 8
+				m.LeaseTag = append(m.LeaseTag, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				elementCount = packedLen / 8
+				if elementCount != 0 && len(m.LeaseTag) == 0 {
+					m.LeaseTag = make([]uint64, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint64
+					if (iNdEx + 8) > l {
+						return io.ErrUnexpectedEOF
+					}
+					v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+					iNdEx += 8
+					m.LeaseTag = append(m.LeaseTag, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseTag", wireType)
 			}
 		default:
 			iNdEx = preIndex

@@ -886,7 +886,9 @@ func (*AcquireRequest_Policy) isAcquireRequest_Spec() {}
 type AcquireResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
-	// Identifies the lease for Release; empty when denied.
+	// Identifies the lease for Release; empty when denied. 32 hex digits
+	// (128 random bits): only who holds it can release the lease, and only
+	// with the key it was taken on.
 	LeaseId   string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	Limit     int64  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	Remaining int64  `protobuf:"varint,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
@@ -1281,7 +1283,8 @@ func (*ReleaseRequest_Policy) isReleaseRequest_Spec() {}
 
 type ReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// False when the lease was unknown or had already lapsed.
+	// False when the lease was unknown (no lease of this key has that ID:
+	// another key's ID, a guess) or had already lapsed; nothing was released.
 	Released      bool  `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
 	Remaining     int64 `protobuf:"varint,2,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-rl/sluice/bucket"
+)
+
+// Bounds on an imported state (handoff, fetch): a state from another node
+// is checked against them before it is applied (Import), since a state far
+// in the future locks its key out and a huge one takes memory.
+const (
+	// ClockSkew is how far ahead of the receiver's clock an imported
+	// timestamp that should be in the past (a window's start, a log
+	// entry) may be: the nodes' clocks differ a little.
+	ClockSkew = time.Minute
+	// MaxLeaseTTL is the longest lease an imported state may hold (the
+	// limiter's MaxLeaseTTL).
+	MaxLeaseTTL = 24 * time.Hour
+	// MaxImportLeases is the most leases one imported concurrency state
+	// may hold.
+	MaxImportLeases = 1 << 20
+	// tokenAheadSlack is how much further than the limit's horizon a
+	// token state may run ahead of now before a take treats it as
+	// corrupt (see clampToken): room for a backwards clock step.
+	tokenAheadSlack = time.Hour
+)
+
+// Validate reports whether e is a state this node could have made itself
+// at now: a known algorithm, its fields consistent, counts and costs
+// within the limits package bucket allows, timestamps within a sane window
+// of now (none in the future beyond ClockSkew, except expiries, which are
+// at most a period or lease TTL ahead). The error wraps ErrInvalidEntry and
+// names the field. A token bucket's TAT can only be bounded by the largest
+// horizon here (bucket.MaxPeriod × 100); a take with the key's limit
+// treats a TAT beyond that limit's horizon as an empty bucket.
+func (e *Entry) Validate(now int64) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %#x: %s: %s", ErrInvalidEntry, e.Key, field, fmt.Sprintf(format, args...))
+	}
+	skew := now + int64(ClockSkew)
+	switch e.Algorithm {
+	case bucket.TokenBucket:
+		if e.Token.TAT > now+int64(100*bucket.MaxPeriod) {
+			return bad("tat", "%d is more than 100 × max period ahead of now %d", e.Token.TAT, now)
+		}
+	case bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits:
+		w := e.Window
+		// A window admits at most its limit; fixed_window_hits counts
+		// denied hits too, so only its sign is known.
+		maxCount := int64(bucket.MaxLimit)
+		if e.Algorithm == bucket.FixedWindowHits {
+			maxCount = 1<<63 - 1
+		}
+		switch {
+		case w.Start > skew:
+			return bad("window_start", "%d is in the future (now %d)", w.Start, now)
+		case w.Expires < w.Start:
+			return bad("window_expires", "%d is before window_start %d", w.Expires, w.Start)
+		case w.Expires-w.Start > 2*int64(bucket.MaxPeriod):
+			return bad("window_expires", "%d is more than 2 × max period after window_start %d", w.Expires, w.Start)
+		case w.Cur < 0 || w.Cur > maxCount:
+			return bad("window_cur", "%d out of [0, %d]", w.Cur, maxCount)
+		case w.Prev < 0 || w.Prev > maxCount:
+			return bad("window_prev", "%d out of [0, %d]", w.Prev, maxCount)
+		}
+	case bucket.SlidingLog:
+		if e.Period <= 0 || e.Period > int64(bucket.MaxPeriod) {
+			return bad("period_ns", "%d out of [1, %d] for sliding_log", e.Period, int64(bucket.MaxPeriod))
+		}
+		if n := len(e.Log.Entries); n > bucket.MaxSlidingLogLimit {
+			return bad("log_at", "%d entries, at most %d", n, bucket.MaxSlidingLogLimit)
+		}
+		for i, le := range e.Log.Entries {
+			if le.At > skew {
+				return bad(fmt.Sprintf("log_at[%d]", i), "%d is in the future (now %d)", le.At, now)
+			}
+			if le.Cost < 1 || le.Cost > bucket.MaxSlidingLogLimit {
+				return bad(fmt.Sprintf("log_cost[%d]", i), "%d out of [1, %d]", le.Cost, bucket.MaxSlidingLogLimit)
+			}
+		}
+	case bucket.Concurrency:
+		if n := len(e.Leases.Leases); n > MaxImportLeases {
+			return bad("lease_id", "%d leases, at most %d", n, MaxImportLeases)
+		}
+		for i, le := range e.Leases.Leases {
+			if le.ID == 0 {
+				return bad(fmt.Sprintf("lease_id[%d]", i), "must not be 0")
+			}
+			if le.Expires > skew+int64(MaxLeaseTTL) {
+				return bad(fmt.Sprintf("lease_expires[%d]", i), "%d is more than the max lease TTL ahead of now %d", le.Expires, now)
+			}
+			if le.Cost < 1 || le.Cost > bucket.MaxLimit {
+				return bad(fmt.Sprintf("lease_cost[%d]", i), "%d out of [1, %d]", le.Cost, int64(bucket.MaxLimit))
+			}
+		}
+	default:
+		return bad("algorithm", "unknown algorithm %v", e.Algorithm)
+	}
+	return nil
+}
+
+// clampToken returns in, or an empty bucket at now (TAT = now + horizon)
+// when in runs further ahead of now than l allows (its horizon plus
+// tokenAheadSlack for a clock step): a state made under a limit with a
+// longer horizon (a policy changed) or a corrupt one. An empty bucket is
+// the conservative reading: it admits nothing more than the limit allows,
+// and it refills within the limit's horizon rather than locking the key
+// out until the far TAT.
+func clampToken(in bucket.TokenState, l bucket.Limit, now int64) (bucket.TokenState, bool) {
+	h := int64(l.Horizon())
+	if in.TAT-now <= h+int64(tokenAheadSlack) {
+		return in, false
+	}
+	return bucket.TokenState{TAT: now + h}, true
+}
