@@ -2,22 +2,16 @@ package api
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/bucket"
-	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
-	"github.com/sluice-rl/sluice/policy"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -25,31 +19,8 @@ import (
 // port and returns a client of it.
 func startGRPCClient(t *testing.T) sluicev1.RateLimiterClient {
 	t.Helper()
-	set, err := policy.Parse([]byte(testPolicies))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := limiter.New(limiter.Config{NodeName: "node-a", Policies: set, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
-	g, err := NewGRPC(GRPCConfig{Service: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Server.Serve(ln) }()
-	t.Cleanup(func() { g.Server.Stop(); <-served })
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	lim := newTestLimiter(t, testPolicies)
+	_, conn := serveGRPC(t, GRPCConfig{Service: lim})
 	return sluicev1.NewRateLimiterClient(conn)
 }
 

@@ -4,19 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluice-rl/sluice/internal/wire"
-	"github.com/sluice-rl/sluice/limiter"
-	"github.com/sluice-rl/sluice/policy"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -24,31 +17,8 @@ import (
 // returns the server and a stream to it.
 func startStreamServer(t *testing.T) (*GRPC, sluicev1.RateLimiter_CheckStreamClient) {
 	t.Helper()
-	set, err := policy.Parse([]byte("policies:\n  per-ip:\n    limit: 5\n    period: 1m\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := limiter.New(limiter.Config{NodeName: "node-a", Policies: set, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
-	g, err := NewGRPC(GRPCConfig{Service: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Server.Serve(ln) }()
-	t.Cleanup(func() { g.Server.Stop(); <-served })
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	lim := newTestLimiter(t, "policies:\n  per-ip:\n    limit: 5\n    period: 1m\n")
+	g, conn := serveGRPC(t, GRPCConfig{Service: lim})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	st, err := sluicev1.NewRateLimiterClient(conn).CheckStream(ctx)

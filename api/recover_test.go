@@ -2,18 +2,14 @@ package api
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
@@ -34,31 +30,12 @@ func (p panicky) Check(ctx context.Context, reqs []limiter.Request, out []limite
 // CheckStream goroutine, counts the panic in sluice_panics_total and
 // leaves the process and the server serving.
 func TestGRPCRecoversPanics(t *testing.T) {
-	lim, err := limiter.New(limiter.Config{NodeName: "node-a", Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
+	lim := newTestLimiter(t, "")
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGRPC(GRPCConfig{Service: panicky{lim}, Metrics: m, Recovery: m.Recovery(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Server.Serve(ln) }()
-	t.Cleanup(func() { g.Server.Stop(); <-served })
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	_, conn := serveGRPC(t, GRPCConfig{Service: panicky{lim}, Metrics: m, Recovery: m.Recovery(nil)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := sluicev1.NewRateLimiterClient(conn)

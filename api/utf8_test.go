@@ -2,18 +2,13 @@ package api
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
@@ -51,31 +46,11 @@ func TestHTTPKeysMustBeUTF8(t *testing.T) {
 // Over gRPC, the vtprotobuf decoder does not check that a string field is
 // valid UTF-8: the limiter does, per item, naming items[i].key.
 func TestGRPCKeysMustBeUTF8(t *testing.T) {
-	lim, err := limiter.New(limiter.Config{NodeName: "node-a", Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lim.Close)
-	g, err := NewGRPC(GRPCConfig{Service: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Server.Serve(ln) }()
-	t.Cleanup(func() { g.Server.Stop(); <-served })
-	// The vtprotobuf codec on the client too: it sends invalid UTF-8 as is.
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), wire.DialOption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	lim := newTestLimiter(t, "")
+	_, conn := serveGRPC(t, GRPCConfig{Service: lim})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = sluicev1.NewRateLimiterClient(conn).Check(ctx, &sluicev1.CheckRequest{Items: []*sluicev1.CheckItem{
+	_, err := sluicev1.NewRateLimiterClient(conn).Check(ctx, &sluicev1.CheckRequest{Items: []*sluicev1.CheckItem{
 		streamItem("fine", 5), streamItem("a\xffb", 5)}})
 	if st := status.Convert(err); st.Code() != codes.InvalidArgument || fieldOf(st) != "items[1].key" {
 		t.Fatalf("Check of an invalid key: %v (field %q), want InvalidArgument naming items[1].key", err, fieldOf(st))
