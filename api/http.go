@@ -9,6 +9,9 @@ package api
 //	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming)
 //	GET  /healthz, /readyz, /metrics
 //
+// With HTTPConfig.RequireClientCert (mTLS), every route but the probes
+// /healthz and /readyz needs a verified client certificate (http_auth.go).
+//
 // A check item names a policy ("policy") or carries an inline limit
 // ("limit", "period", "burst", "algorithm", "failure_mode"), never both.
 // "cost" defaults to 1; 0 reads. The answer is 200 when every item is
@@ -73,6 +76,13 @@ type HTTPConfig struct {
 	// MaxBodyBytes bounds a request's body: a larger one is answered 413
 	// with a JSON body naming "body". 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// RequireClientCert answers 401 (JSON) on every path but the probes,
+	// /healthz and /readyz, unless the request came over TLS with a
+	// client certificate the handshake verified. Set it with a listener
+	// that asks for client certificates and verifies those given
+	// (tls.VerifyClientCertIfGiven): the kubelet's probes, which present
+	// none, still answer, and nothing else does.
+	RequireClientCert bool
 }
 
 // DefaultMaxBodyBytes is the default bound on a request's body.
@@ -85,6 +95,8 @@ type httpAPI struct {
 	ready   func() bool
 	log     *slog.Logger
 	maxBody int64
+	// requireCert: see HTTPConfig.RequireClientCert.
+	requireCert bool
 
 	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics prometheus.Observer
 }
@@ -97,7 +109,8 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	if cfg.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.MaxBodyBytes: must be >= 0 (0: the default)", ErrInvalidConfig)
 	}
-	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger, maxBody: cfg.MaxBodyBytes}
+	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
+		requireCert: cfg.RequireClientCert}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -121,6 +134,10 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 // beats a mux and keeps 404 and 405 answers in JSON.
 func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if a.requireCert && !isProbe(r.URL.Path) && !hasVerifiedClientCert(r) {
+		writeError(w, errNoClientCert)
+		return
+	}
 	var obs prometheus.Observer
 	switch r.URL.Path {
 	case "/v1/check":

@@ -130,6 +130,15 @@ func TestSecureOverlay(t *testing.T) {
 			t.Errorf("the peer certificate's usages %v lack %q: it is served and presented", peer.strs("spec.usages"), u)
 		}
 	}
+	// Public mTLS is on: callers get certificates like sluice-client,
+	// for client auth, never with the peer's name.
+	cl := all["Certificate/sluice-client"]
+	if !slices.Contains(cl.strs("spec.usages"), "client auth") {
+		t.Errorf("the client certificate's usages %v lack \"client auth\"", cl.strs("spec.usages"))
+	}
+	if slices.Contains(cl.strs("spec.dnsNames"), "sluice-peer") {
+		t.Error("the client certificate carries the peer name sluice-peer: it would be admitted as a node")
+	}
 	if !slices.Contains(all["Certificate/sluice-server"].strs("spec.dnsNames"), "sluice") {
 		t.Error("the server certificate does not name the Service sluice")
 	}
@@ -207,6 +216,7 @@ func TestSecureOverlay(t *testing.T) {
 	wantFrom := map[string]string{ // variable -> the Secret it must come from
 		"SLUICE_TLS_CERT_FILE":      "sluice-server-tls",
 		"SLUICE_TLS_KEY_FILE":       "sluice-server-tls",
+		"SLUICE_TLS_CLIENT_CA_FILE": "sluice-server-tls", // public mTLS on
 		"SLUICE_PEER_TLS_CERT_FILE": "sluice-peer-tls",
 		"SLUICE_PEER_TLS_KEY_FILE":  "sluice-peer-tls",
 		"SLUICE_PEER_TLS_CA_FILE":   "sluice-peer-tls",

@@ -180,6 +180,9 @@ func New(cfg Config) (n *Node, err error) {
 		Ready:        n.Ready,
 		Logger:       log,
 		MaxBodyBytes: cfg.Bounds.HTTPMaxBodyBytes,
+		// With mTLS, the handshake lets clients without a certificate
+		// in (httpTLSConfig) for the probes alone.
+		RequireClientCert: n.sec.clientAuth,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

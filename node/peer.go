@@ -1,14 +1,12 @@
 package node
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/cluster"
-	"github.com/sluice-rl/sluice/internal/tlsconfig"
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/transport"
@@ -47,15 +45,6 @@ func ringMember(m cluster.Member) (ring.Member, bool) {
 
 // PeerAddr returns the bound address of the peer service.
 func (n *Node) PeerAddr() string { return n.peerLn.Addr().String() }
-
-// httpTLSConfig is the TLS configuration of the HTTP listener; nil
-// without TLS.
-func (s security) httpTLSConfig() *tls.Config {
-	if s.public == nil {
-		return nil
-	}
-	return tlsconfig.ServerConfig(s.public, s.clientAuth, "h2", "http/1.1")
-}
 
 // serveHTTP serves HTTP on its listener, over TLS when configured.
 func (n *Node) serveHTTP() error {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -64,7 +65,7 @@ func (c *Config) peerName() string {
 // security is a node's TLS material: nil sources are plaintext.
 type security struct {
 	public     *tlsconfig.Source // the public listeners; nil: plaintext
-	clientAuth bool              // the public listeners require client certificates
+	clientAuth bool              // the public listeners require client certificates (mTLS)
 	peer       *tlsconfig.Source // peer security; nil: off
 	peerAuth   *tlsconfig.PeerAuth
 }
@@ -112,12 +113,36 @@ func loadTLS(cfg Config, log *slog.Logger) (security, error) {
 	return sec, nil
 }
 
-// publicGRPCOptions are the credentials of the public gRPC server.
+// publicGRPCOptions are the credentials of the public gRPC server. With
+// mTLS, a client certificate is required at the handshake, for every
+// service, grpc.health.v1 included: the kubelet's gRPC probes present no
+// certificate, so the probes are the HTTPS ones (see httpTLSConfig).
 func (s security) publicGRPCOptions() []grpc.ServerOption {
 	if s.public == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(s.public, s.clientAuth, "h2")))}
+	auth := tls.NoClientCert
+	if s.clientAuth {
+		auth = tls.RequireAndVerifyClientCert
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(s.public, auth, "h2")))}
+}
+
+// httpTLSConfig is the TLS configuration of the HTTP listener; nil
+// without TLS. With mTLS, the handshake asks for a client certificate and
+// verifies it if given (an untrusted one fails the handshake), but lets a
+// client without one in: the handler (api.HTTPConfig.RequireClientCert)
+// then answers only the probes, /healthz and /readyz, which the kubelet
+// calls without a certificate, and 401 on every other path.
+func (s security) httpTLSConfig() *tls.Config {
+	if s.public == nil {
+		return nil
+	}
+	auth := tls.NoClientCert
+	if s.clientAuth {
+		auth = tls.VerifyClientCertIfGiven
+	}
+	return tlsconfig.ServerConfig(s.public, auth, "h2", "http/1.1")
 }
 
 // peerServerOptions are the credentials and interceptors of the peer
@@ -127,7 +152,7 @@ func (s security) peerServerOptions() []grpc.ServerOption {
 		return nil
 	}
 	return []grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(s.peer, true, "h2"))),
+		grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(s.peer, tls.RequireAndVerifyClientCert, "h2"))),
 		grpc.ChainUnaryInterceptor(s.peerAuth.Unary()),
 		grpc.ChainStreamInterceptor(s.peerAuth.Stream()),
 	}

@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.PeerAdvertiseAddr, "peer-advertise-addr", "", "peer address other nodes reach this one at (default: the listener's, with the gossip host)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate chain of the public gRPC and HTTP listeners: set (with --tls-key-file), both speak TLS only (1.2 at least); re-read when it changes")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
-	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle of the public listeners' clients: set, a client certificate it verifies is required (mTLS)")
+	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle of the public listeners' clients: set, a client certificate it verifies is required (mTLS): at the handshake on gRPC; on HTTP on every path but the probes /healthz and /readyz (401 without one)")
 	fs.StringVar(&cfg.PeerTLSCertFile, "peer-tls-cert-file", "", "PEM peer certificate, served on --peer-addr and presented to other nodes; must carry --peer-tls-name as a DNS SAN (default: --tls-cert-file); set, peer mTLS is on")
 	fs.StringVar(&cfg.PeerTLSKeyFile, "peer-tls-key-file", "", "PEM private key of the peer certificate (default: --tls-key-file)")
 	fs.StringVar(&cfg.PeerTLSCAFile, "peer-tls-ca-file", "", "PEM bundle of the peer CA, which verifies the other nodes (default: --tls-client-ca-file)")
@@ -87,7 +87,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	n, err := node.New(cfg)
 	if err != nil {
-		return err
+		return nameFlags(err) // the flags, not node.Config's fields
 	}
 	stopProfile, err := startCPUProfile(cpuProfile)
 	if err != nil {

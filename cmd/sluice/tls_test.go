@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -45,7 +46,10 @@ func TestCLITLS(t *testing.T) {
 	}
 }
 
-// Bad TLS flags are errors naming the flag or field.
+// configField matches a node.Config field name like TLSCertFile.
+var configField = regexp.MustCompile(`\b[A-Z][A-Za-z]*TLS[A-Za-z]*File\b`)
+
+// Bad TLS flags are errors naming the flag.
 func TestCLITLSBadFlags(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "ca")
@@ -59,13 +63,17 @@ func TestCLITLSBadFlags(t *testing.T) {
 		{[]string{"check", "k", "--limit", "1", "--period", "1s", "--tls-ca-file", junk}, "--tls-ca-file"},
 		{[]string{"members", "--tls-ca-file", dir + "/missing"}, "--tls-ca-file"},
 		{[]string{"bench", "--tls-key-file", key}, "--tls-cert-file"},
-		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", dir + "/missing", "--tls-key-file", key}, "TLSCertFile"},
-		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", cert}, "TLSKeyFile"},
-		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", cert, "--tls-key-file", key}, "PeerTLSCAFile"},
+		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", dir + "/missing", "--tls-key-file", key}, "--tls-cert-file ("},
+		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", cert}, "--tls-key-file: required with --tls-cert-file"},
+		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", cert, "--tls-key-file", key}, "--peer-tls-ca-file: required"},
+		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-client-ca-file", junk}, "--tls-client-ca-file: requires --tls-cert-file and --tls-key-file"},
 	} {
 		code, out := sluice(t, tc.args...)
 		if code == 0 || !strings.Contains(out, tc.want) {
 			t.Errorf("sluice %v: exit %d, want an error naming %s: %s", tc.args, code, tc.want, out)
+		}
+		if tc.args[0] == "serve" && configField.MatchString(out) {
+			t.Errorf("sluice %v: the error names a Config field, not the flag: %s", tc.args, out)
 		}
 	}
 }

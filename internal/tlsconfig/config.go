@@ -13,19 +13,22 @@ import (
 const MinVersion = tls.VersionTLS12
 
 // ServerConfig returns the configuration of a listener serving s's
-// certificate. With clientAuth, a client certificate is required and
-// verified against s's CA bundle (which must be set). nextProtos are the
+// certificate. clientAuth is what it asks of clients: tls.NoClientCert, or
+// tls.RequireAndVerifyClientCert (a certificate is required and verified
+// against s's CA bundle, which must be set), or tls.VerifyClientCertIfGiven
+// (one is asked for and, if given, verified against that bundle: the
+// caller decides what to admit without one). nextProtos are the
 // ALPN protocols ("h2" for gRPC; "h2", "http/1.1" for HTTP). The files are
 // checked for changes at each handshake (see Config.CheckInterval).
-func ServerConfig(s *Source, clientAuth bool, nextProtos ...string) *tls.Config {
+func ServerConfig(s *Source, clientAuth tls.ClientAuthType, nextProtos ...string) *tls.Config {
 	build := func(m *Material) *tls.Config {
 		c := &tls.Config{
 			MinVersion:   MinVersion,
 			Certificates: []tls.Certificate{*m.Cert},
 			NextProtos:   nextProtos,
 		}
-		if clientAuth {
-			c.ClientAuth = tls.RequireAndVerifyClientCert
+		if clientAuth != tls.NoClientCert {
+			c.ClientAuth = clientAuth
 			c.ClientCAs = m.Pool
 		}
 		return c

@@ -5,7 +5,7 @@
 // from files. At a TLS handshake, at most once per Config.CheckInterval, it
 // stats the files (following symlinks, so that a Kubernetes Secret mount,
 // which swaps a ..data symlink, and cert-manager, which rewrites the files,
-// are both seen) and reloads them when a modification time or size
+// are both seen) and reloads them when a modification time, size or file identity
 // changed. A reload that fails (a half-written pair whose key does not match
 // its certificate) keeps the material in force and is retried at the next
 // check, so a rotation never breaks a handshake and needs no restart;

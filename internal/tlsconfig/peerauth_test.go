@@ -45,7 +45,7 @@ func TestPeerAuthOnASharedPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := &tlsconfig.PeerAuth{Source: rule, Service: "grpc.health.v1.Health"}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(listener, true, "h2"))),
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(listener, tls.RequireAndVerifyClientCert, "h2"))),
 		grpc.ChainUnaryInterceptor(auth.Unary()), grpc.ChainStreamInterceptor(auth.Stream()))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

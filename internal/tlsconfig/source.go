@@ -91,10 +91,14 @@ type Source struct {
 	failed bool // the last reload failed; logged once until it succeeds
 }
 
-// stamp is what a check compares: a file's modification time and size.
+// stamp is what a check compares: a file's modification time, size and
+// identity. The identity (os.SameFile) catches a symlink swap to another
+// file of the same size written within the same tick of the file
+// system's clock, which the time and size alone miss.
 type stamp struct {
 	mod  time.Time
 	size int64
+	fi   os.FileInfo
 }
 
 // New loads the files of cfg. An error is a *FileError naming the field.
@@ -186,7 +190,7 @@ func (s *Source) due(now time.Time) int64 {
 
 func equalStamps(a, b []stamp) bool {
 	for i := range a {
-		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size {
+		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size || !os.SameFile(a[i].fi, b[i].fi) {
 			return false
 		}
 	}
@@ -201,7 +205,7 @@ func (s *Source) stat() ([]stamp, error) {
 		if err != nil {
 			return nil, &FileError{Field: f.Field, Path: f.Path, Err: err}
 		}
-		out[i] = stamp{mod: fi.ModTime(), size: fi.Size()}
+		out[i] = stamp{mod: fi.ModTime(), size: fi.Size(), fi: fi}
 	}
 	return out, nil
 }

@@ -166,7 +166,7 @@ func TestServerConfigHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", tlsconfig.ServerConfig(s, true, "h2"))
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", tlsconfig.ServerConfig(s, tls.RequireAndVerifyClientCert, "h2"))
 	if err != nil {
 		t.Fatal(err)
 	}
