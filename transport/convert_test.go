@@ -30,6 +30,8 @@ func sampleEntries(base int64) []store.Entry {
 			{ID: 11, Cost: 1, Expires: base + 30e9}, {ID: 12, Cost: 2, Expires: base + 60e9}}}},
 		{Key: 6, Algorithm: bucket.SlidingLog, Period: 1, Log: bucket.LogState{}},
 		{Key: 7, Algorithm: bucket.Concurrency},
+		{Key: 9, Algorithm: bucket.Concurrency, Leases: bucket.LeaseState{Leases: []bucket.Lease{
+			{ID: 13, Tag: 99, Cost: 1, Expires: base + 30e9}, {ID: 14, Tag: 98, Holder: 1<<64 - 2, Cost: 1, Expires: base + 40e9}}}},
 		{Key: 8, Algorithm: bucket.FixedWindowHits, Window: bucket.WindowState{Start: base, Expires: base + 1e9, Cur: 1 << 40}},
 		{Key: 1<<64 - 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: -3}},
 	}
@@ -130,5 +132,23 @@ func TestPeerConvertAnswerErrors(t *testing.T) {
 				t.Errorf("message = %q, want %q", got.Err.Error(), tc.err.Error())
 			}
 		})
+	}
+}
+
+// A lease_holder column of another length than lease_id is refused,
+// naming the field; no column at all means no lease has a holder.
+func TestPeerConvertLeaseHolderColumn(t *testing.T) {
+	ks := &sluicev1.KeyState{Hash: 1, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY,
+		LeaseId: []uint64{1, 2}, LeaseCost: []int64{1, 1}, LeaseExpires: []int64{5, 5}, LeaseHolder: []uint64{7}}
+	var e store.Entry
+	if fe := fromKeyState(&e, ks); fe == nil || fe.Field != "lease_holder" {
+		t.Fatalf("fromKeyState with 1 holder for 2 leases = %+v, want an error naming lease_holder", fe)
+	}
+	ks.LeaseHolder = nil
+	if fe := fromKeyState(&e, ks); fe != nil || e.Leases.Leases[0].Holder != 0 || e.Leases.Leases[1].Holder != 0 {
+		t.Fatalf("fromKeyState without holders = %+v, %+v", fe, e.Leases.Leases)
+	}
+	if back := toKeyState(&sluicev1.KeyState{}, &e); back.LeaseHolder != nil {
+		t.Fatalf("holder-less leases encoded a lease_holder column %v", back.LeaseHolder)
 	}
 }
