@@ -27,11 +27,9 @@ func sampleEntries(base int64) []store.Entry {
 		{Key: 4, Algorithm: bucket.SlidingLog, Period: int64(time.Minute), Log: bucket.LogState{Entries: []bucket.LogEntry{
 			{At: base - 2e9, Cost: 1}, {At: base - 1e9, Cost: 3}, {At: base, Cost: 2}}}},
 		{Key: 5, Algorithm: bucket.Concurrency, Leases: bucket.LeaseState{Leases: []bucket.Lease{
-			{ID: 11, Cost: 1, Expires: base + 30e9}, {ID: 12, Cost: 2, Expires: base + 60e9}}}},
+			{ID: 11, Cost: 1, Expires: base + 30e9}, {ID: 12, Tag: 98, Holder: 1<<64 - 2, Cost: 2, Expires: base + 60e9}}}},
 		{Key: 6, Algorithm: bucket.SlidingLog, Period: 1, Log: bucket.LogState{}},
 		{Key: 7, Algorithm: bucket.Concurrency},
-		{Key: 9, Algorithm: bucket.Concurrency, Leases: bucket.LeaseState{Leases: []bucket.Lease{
-			{ID: 13, Tag: 99, Cost: 1, Expires: base + 30e9}, {ID: 14, Tag: 98, Holder: 1<<64 - 2, Cost: 1, Expires: base + 40e9}}}},
 		{Key: 8, Algorithm: bucket.FixedWindowHits, Window: bucket.WindowState{Start: base, Expires: base + 1e9, Cur: 1 << 40}},
 		{Key: 1<<64 - 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: -3}},
 	}
