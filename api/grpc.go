@@ -187,6 +187,7 @@ func (s *rateLimiterServer) Acquire(ctx context.Context, req *sluicev1.AcquireRe
 		}
 		ar.TTL = req.Ttl.AsDuration()
 	}
+	ar.Holder = grpcHolder(ctx)
 	lease, err := s.svc.Acquire(ctx, ar)
 	if err != nil {
 		return nil, grpcError("", err)
@@ -217,6 +218,7 @@ func (s *rateLimiterServer) Release(ctx context.Context, req *sluicev1.ReleaseRe
 		rr.Limit.Algorithm = bucket.Concurrency
 	}
 	rr.LeaseID = req.GetLeaseId()
+	rr.Holder = grpcHolder(ctx)
 	ok, res, err := s.svc.Release(ctx, rr)
 	if err != nil {
 		return nil, grpcError("", err)

@@ -22,6 +22,10 @@ type Lease struct {
 	// Tag is carried with the lease for its holder's store (the rest of
 	// a 128-bit lease identifier); this package never reads it.
 	Tag uint64
+	// Holder is carried with the lease for its store too: the tag of the
+	// client identity the lease is bound to (0 for none); this package
+	// never reads it.
+	Holder uint64
 }
 
 // ExpiresAt is the instant from which the state equals the zero state.

@@ -99,8 +99,9 @@ func (l *Limiter) fallbackTake(v *view, mode policy.FailureMode, hash uint64, li
 	return res
 }
 
-// fallbackAcquire applies a failure mode to an Acquire.
-func (l *Limiter) fallbackAcquire(v *view, r *resolved, cost int64, ttl time.Duration, now int64) (bucket.Result, string) {
+// fallbackAcquire applies a failure mode to an Acquire; a local lease is
+// bound to holder, as an owner's is.
+func (l *Limiter) fallbackAcquire(v *view, r *resolved, cost int64, ttl time.Duration, holder uint64, now int64) (bucket.Result, string) {
 	switch r.mode {
 	case policy.FailDeny, policy.FailAllow:
 		return l.fallbackTake(v, r.mode, r.hash, r.limit, cost, now), ""
@@ -109,7 +110,7 @@ func (l *Limiter) fallbackAcquire(v *view, r *resolved, cost int64, ttl time.Dur
 	if cost > share.Capacity() {
 		return bucket.Result{Limit: share.Capacity(), RetryAfter: FallbackRetryAfter}, ""
 	}
-	id, res, err := l.shares.Acquire(r.hash, share, now, cost, ttl)
+	id, res, err := l.shares.AcquireFor(r.hash, share, now, cost, ttl, holder)
 	if err != nil || !res.Allowed || id.IsZero() {
 		return res, ""
 	}

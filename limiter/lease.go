@@ -30,10 +30,10 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 		return Lease{}, &FieldError{0, "ttl", fmt.Sprintf("must be <= %s", MaxLeaseTTL), ErrInvalid}
 	}
 	v := l.view.Load()
-	a, id, owner := l.acquire(ctx, v, 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Cost: req.Cost}, ttl)
+	a, id, owner := l.acquire(ctx, v, 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Cost: req.Cost, Holder: HolderTag(req.Holder)}, ttl)
 	out := Lease{Result: Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}}
 	if out.Err != nil && errors.Is(out.Err, ErrPeerUnavailable) && ctx.Err() == nil {
-		res, fid := l.fallbackAcquire(v, &r, req.Cost, ttl, l.clock().UnixNano())
+		res, fid := l.fallbackAcquire(v, &r, req.Cost, ttl, HolderTag(req.Holder), l.clock().UnixNano())
 		out.Result.Result, out.Err, out.Source = res, nil, SourceFallback
 		l.metrics.fellBack(r.mode)
 		if fid != "" {
@@ -58,7 +58,7 @@ func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal boo
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
 		_, _ = l.awaitState(ctx, v, it.Hash, "")
-		id, res, err := l.store.Acquire(it.Hash, it.Limit, l.clock().UnixNano(), it.Cost, ttl)
+		id, res, err := l.store.AcquireFor(it.Hash, it.Limit, l.clock().UnixNano(), it.Cost, ttl, it.Holder)
 		return Answer{Result: res, Err: err}, id, l.name
 	}
 	a, id, err := l.peers.Acquire(ctx, owner, hops, it, ttl)
@@ -83,6 +83,7 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 		return false, Result{}, &FieldError{0, "algorithm", fmt.Sprintf("Release takes a concurrency limit, not %s", r.limit.Algorithm), ErrInvalid}
 	}
 	if fid, ok := fallbackLease(req.LeaseID); ok {
+		fid.Holder = HolderTag(req.Holder)
 		ok, res, err := l.shares.Release(r.hash, LocalShare(r.limit, ringSize(l.view.Load())), l.clock().UnixNano(), fid)
 		return ok, Result{Result: res, Err: err, Policy: r.policy, Period: r.limit.Period, Source: SourceFallback, Owner: l.name}, nil
 	}
@@ -90,7 +91,7 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 	if err != nil {
 		return false, Result{}, &FieldError{0, "lease_id", fmt.Sprintf("malformed lease id %q: want 32 hex digits, as Acquire gave", req.LeaseID), ErrInvalid}
 	}
-	a, ok, owner := l.release(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit}, id)
+	a, ok, owner := l.release(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Holder: HolderTag(req.Holder)}, id)
 	return ok, Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}, nil
 }
 
@@ -99,6 +100,7 @@ func (l *Limiter) release(ctx context.Context, v *view, hops int, forceLocal boo
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
 		_, _ = l.awaitState(ctx, v, it.Hash, "")
+		id.Holder = it.Holder
 		ok, res, err := l.store.Release(it.Hash, it.Limit, l.clock().UnixNano(), id)
 		return Answer{Result: res, Err: err}, ok, l.name
 	}

@@ -27,6 +27,10 @@ type Forwarded struct {
 	// spends as many units as the bucket has, up to Cost, and reports them
 	// in Answer.Granted.
 	UpTo bool
+	// Holder is the tag of the lease holder for Acquire and Release (see
+	// HolderTag; 0 for none): the owner binds a new lease to it and
+	// releases only a lease bound to it. Checks ignore it.
+	Holder uint64
 }
 
 // Answer is an owner's answer to one Forwarded item.

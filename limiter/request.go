@@ -61,6 +61,10 @@ type AcquireRequest struct {
 	Request
 	// TTL is the lease lifetime; 0 means DefaultLeaseTTL.
 	TTL time.Duration
+	// Holder is the verified identity of the client (its certificate's,
+	// under mTLS), or "" when it has none: the lease is bound to it, and
+	// only a Release with the same Holder returns it.
+	Holder string
 }
 
 // ReleaseRequest returns a lease.
@@ -68,6 +72,9 @@ type ReleaseRequest struct {
 	Request
 	// LeaseID is the identifier Acquire returned.
 	LeaseID string
+	// Holder is the verified identity of the client, as in
+	// AcquireRequest: a lease bound to another holder is not released.
+	Holder string
 }
 
 // Source says where an answer came from.

@@ -13,13 +13,20 @@ import (
 // bound to the key: presented with another key, it finds nothing. ID is
 // what package bucket keys the lease by (never 0 for a real lease); Tag is
 // the rest, checked by the store. The zero LeaseID is no lease.
+//
+// Holder binds the lease to a holder: the tag of the client identity that
+// acquired it (0 for none), recorded with the lease and compared on
+// Release and Renew, so that another holder presenting ID and Tag finds
+// nothing. It is not part of the String form: the holder presents its
+// identity, not its tag.
 type LeaseID struct {
-	ID  uint64
-	Tag uint64
+	ID     uint64
+	Tag    uint64
+	Holder uint64
 }
 
 // IsZero reports whether id is the zero LeaseID (no lease).
-func (id LeaseID) IsZero() bool { return id == LeaseID{} }
+func (id LeaseID) IsZero() bool { return id.ID == 0 && id.Tag == 0 }
 
 // String formats id as 32 lowercase hex digits, the form the APIs hand
 // out.

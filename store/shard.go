@@ -256,7 +256,9 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 			cost, id = 0, LeaseID{}
 		}
 	} else {
+		holder := id.Holder
 		id = newLeaseID()
+		id.Holder = holder
 	}
 	oldBytes := leaseBytes(old.Leases)
 	next, res, err := bucket.Acquire(in, l, now, cost, id.ID, ttl)
@@ -297,21 +299,22 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 }
 
 // holds reports whether leases has a live lease with identifier id (ID
-// and Tag) at now.
+// and Tag) bound to id.Holder at now.
 func holds(leases []bucket.Lease, id LeaseID, now int64) bool {
 	for _, le := range leases {
-		if le.ID == id.ID && le.Tag == id.Tag && le.Expires > now {
+		if le.ID == id.ID && le.Tag == id.Tag && le.Holder == id.Holder && le.Expires > now {
 			return true
 		}
 	}
 	return false
 }
 
-// setTag gives the lease of leases with id.ID the tag id.Tag.
+// setTag gives the lease of leases with id.ID the tag id.Tag and the
+// holder id.Holder.
 func setTag(leases []bucket.Lease, id LeaseID) {
 	for i := range leases {
 		if leases[i].ID == id.ID {
-			leases[i].Tag = id.Tag
+			leases[i].Tag, leases[i].Holder = id.Tag, id.Holder
 			return
 		}
 	}

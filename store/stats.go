@@ -55,7 +55,7 @@ const (
 	// the leases' allocation [75, 108 with one lease].
 	leaseEntryBytes = 72
 	// leaseItemBytes is the cost of one bucket.Lease of capacity.
-	leaseItemBytes = 32
+	leaseItemBytes = 40
 )
 
 // ShardOverhead is the fixed size of one shard (mutex, map headers,

@@ -106,10 +106,17 @@ func (s *Store) Take(key uint64, l bucket.Limit, now, cost int64) (bucket.Result
 // zero ID, as does a denied acquire (res.Allowed false); neither inserts a
 // key. A new key at Config.MaxBytes fails with ErrFull.
 func (s *Store) Acquire(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration) (leaseID LeaseID, res bucket.Result, err error) {
+	return s.AcquireFor(key, l, now, cost, ttl, 0)
+}
+
+// AcquireFor is Acquire for a lease bound to holder (see LeaseID.Holder;
+// 0 binds it to none): the returned ID has Holder set, and only an ID
+// with the same Holder releases or renews the lease.
+func (s *Store) AcquireFor(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, holder uint64) (leaseID LeaseID, res bucket.Result, err error) {
 	if l.Algorithm != bucket.Concurrency {
 		return LeaseID{}, bucket.Result{}, fmt.Errorf("%w: Acquire on a %v limit, use Take", ErrWrongAlgorithm, l.Algorithm)
 	}
-	leaseID, res, _, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, false, LeaseID{})
+	leaseID, res, _, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, false, LeaseID{Holder: holder})
 	return leaseID, res, err
 }
 
@@ -119,7 +126,7 @@ func (s *Store) Acquire(key uint64, l bucket.Limit, now, cost int64, ttl time.Du
 // changing nothing, when the lease is unknown or has lapsed (the caller then
 // needs a new Acquire) or when the new cost does not fit; res reports the
 // usage after the call. It never inserts a key. A cost of 0 only reads usage.
-// An ID whose Tag does not match the lease's is unknown.
+// An ID whose Tag or Holder does not match the lease's is unknown.
 func (s *Store) Renew(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, leaseID LeaseID) (renewed bool, res bucket.Result, err error) {
 	if l.Algorithm != bucket.Concurrency {
 		return false, bucket.Result{}, fmt.Errorf("%w: Renew on a %v limit", ErrWrongAlgorithm, l.Algorithm)
@@ -130,7 +137,8 @@ func (s *Store) Renew(key uint64, l bucket.Limit, now, cost int64, ttl time.Dura
 
 // Release returns the lease leaseID of key on the Concurrency limit l. It
 // reports false, changing nothing, when the lease is unknown (no lease of
-// key has leaseID.ID, or its Tag differs: an ID of another key or a guess)
+// key has leaseID.ID, or its Tag differs: an ID of another key or a guess;
+// or its Holder differs: the lease is bound to another holder)
 // or has lapsed. It never inserts a key; res reports the usage after the
 // release.
 func (s *Store) Release(key uint64, l bucket.Limit, now int64, leaseID LeaseID) (released bool, res bucket.Result, err error) {

@@ -205,15 +205,21 @@ func toKeyState(dst *sluicev1.KeyState, e *store.Entry) *sluicev1.KeyState {
 		}
 	case bucket.Concurrency:
 		n := len(e.Leases.Leases)
-		ids := make([]uint64, 2*n)
-		dst.LeaseId, dst.LeaseTag = ids[:n:n], ids[n:]
+		ids := make([]uint64, 3*n)
+		dst.LeaseId, dst.LeaseTag = ids[:n:n], ids[n:2*n:2*n]
 		vals := make([]int64, 2*n)
 		dst.LeaseCost, dst.LeaseExpires = vals[:n:n], vals[n:]
+		bound := false
 		for i, l := range e.Leases.Leases {
 			dst.LeaseId[i] = l.ID
 			dst.LeaseTag[i] = l.Tag
+			ids[2*n+i] = l.Holder
+			bound = bound || l.Holder != 0
 			dst.LeaseCost[i] = l.Cost
 			dst.LeaseExpires[i] = l.Expires
+		}
+		if bound { // no column when no lease has a holder
+			dst.LeaseHolder = ids[2*n:]
 		}
 	}
 	return dst
@@ -268,12 +274,19 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *wire.FieldError {
 		if len(tag) != len(id) && len(tag) != 0 { // none from a node that predates tags
 			return &wire.FieldError{Field: "lease_tag", Reason: fmt.Sprintf("has %d values for %d lease_id", len(tag), len(id))}
 		}
+		holder := ks.GetLeaseHolder()
+		if len(holder) != len(id) && len(holder) != 0 { // none when no lease has a holder
+			return &wire.FieldError{Field: "lease_holder", Reason: fmt.Sprintf("has %d values for %d lease_id", len(holder), len(id))}
+		}
 		if len(id) > 0 {
 			dst.Leases.Leases = make([]bucket.Lease, len(id))
 			for i := range id {
 				dst.Leases.Leases[i] = bucket.Lease{ID: id[i], Cost: cost[i], Expires: exp[i]}
 				if len(tag) > 0 {
 					dst.Leases.Leases[i].Tag = tag[i]
+				}
+				if len(holder) > 0 {
+					dst.Leases.Leases[i].Holder = holder[i]
 				}
 			}
 		}
@@ -284,5 +297,5 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *wire.FieldError {
 // keyStateSize estimates the encoded size of e's KeyState, to split a
 // handoff into messages well below gRPC's default 4 MiB limit.
 func keyStateSize(e *store.Entry) int {
-	return 64 + 20*len(e.Log.Entries) + 40*len(e.Leases.Leases)
+	return 64 + 20*len(e.Log.Entries) + 48*len(e.Leases.Leases)
 }

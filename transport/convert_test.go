@@ -27,7 +27,7 @@ func sampleEntries(base int64) []store.Entry {
 		{Key: 4, Algorithm: bucket.SlidingLog, Period: int64(time.Minute), Log: bucket.LogState{Entries: []bucket.LogEntry{
 			{At: base - 2e9, Cost: 1}, {At: base - 1e9, Cost: 3}, {At: base, Cost: 2}}}},
 		{Key: 5, Algorithm: bucket.Concurrency, Leases: bucket.LeaseState{Leases: []bucket.Lease{
-			{ID: 11, Cost: 1, Expires: base + 30e9}, {ID: 12, Cost: 2, Expires: base + 60e9}}}},
+			{ID: 11, Cost: 1, Expires: base + 30e9}, {ID: 12, Tag: 98, Holder: 1<<64 - 2, Cost: 2, Expires: base + 60e9}}}},
 		{Key: 6, Algorithm: bucket.SlidingLog, Period: 1, Log: bucket.LogState{}},
 		{Key: 7, Algorithm: bucket.Concurrency},
 		{Key: 8, Algorithm: bucket.FixedWindowHits, Window: bucket.WindowState{Start: base, Expires: base + 1e9, Cur: 1 << 40}},
@@ -130,5 +130,23 @@ func TestPeerConvertAnswerErrors(t *testing.T) {
 				t.Errorf("message = %q, want %q", got.Err.Error(), tc.err.Error())
 			}
 		})
+	}
+}
+
+// A lease_holder column of another length than lease_id is refused,
+// naming the field; no column at all means no lease has a holder.
+func TestPeerConvertLeaseHolderColumn(t *testing.T) {
+	ks := &sluicev1.KeyState{Hash: 1, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY,
+		LeaseId: []uint64{1, 2}, LeaseCost: []int64{1, 1}, LeaseExpires: []int64{5, 5}, LeaseHolder: []uint64{7}}
+	var e store.Entry
+	if fe := fromKeyState(&e, ks); fe == nil || fe.Field != "lease_holder" {
+		t.Fatalf("fromKeyState with 1 holder for 2 leases = %+v, want an error naming lease_holder", fe)
+	}
+	ks.LeaseHolder = nil
+	if fe := fromKeyState(&e, ks); fe != nil || e.Leases.Leases[0].Holder != 0 || e.Leases.Leases[1].Holder != 0 {
+		t.Fatalf("fromKeyState without holders = %+v, %+v", fe, e.Leases.Leases)
+	}
+	if back := toKeyState(&sluicev1.KeyState{}, &e); back.LeaseHolder != nil {
+		t.Fatalf("holder-less leases encoded a lease_holder column %v", back.LeaseHolder)
 	}
 }

@@ -103,6 +103,8 @@ func FuzzKeyStates(f *testing.F) {
 		{Hash: 5, Algorithm: sluicev1.Algorithm_ALGORITHM_SLIDING_LOG, LogAt: []int64{1}},
 		{Hash: 6, Algorithm: sluicev1.Algorithm(99)},
 		{Hash: 7, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, LeaseId: []uint64{1, 2}, LeaseCost: []int64{1}},
+		{Hash: 8, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, LeaseId: []uint64{9}, LeaseCost: []int64{1}, LeaseExpires: []int64{5}, LeaseTag: []uint64{3}, LeaseHolder: []uint64{4}},
+		{Hash: 9, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, LeaseId: []uint64{9}, LeaseCost: []int64{1}, LeaseExpires: []int64{5}, LeaseHolder: []uint64{4, 5}},
 	}})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req sluicev1.HandoffRequest

@@ -254,6 +254,7 @@ func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireReque
 	case ttl > limiter.MaxLeaseTTL:
 		return nil, wire.InvalidArgument("ttl_ns", fmt.Sprintf("must be <= %v", limiter.MaxLeaseTTL))
 	}
+	f.Holder = req.GetHolder()
 	ans, id, err := s.svc.AcquireForwarded(ctx, req.GetFrom(), hops, f, ttl)
 	if err != nil {
 		return nil, peerStatus(err)
@@ -267,6 +268,7 @@ func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseReque
 	if err != nil {
 		return nil, err
 	}
+	f.Holder = req.GetHolder()
 	ans, ok, err := s.svc.ReleaseForwarded(ctx, req.GetFrom(), hops, f, store.LeaseID{ID: req.GetLeaseId(), Tag: req.GetLeaseTag()})
 	if err != nil {
 		return nil, peerStatus(err)

@@ -524,11 +524,16 @@ func (x *PeerCheckStreamResponse) GetDrain() bool {
 }
 
 type PeerAcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	Hops          uint32                 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
-	Item          *PeerItem              `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
-	TtlNs         int64                  `protobuf:"varint,3,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hops  uint32                 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
+	Item  *PeerItem              `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
+	TtlNs int64                  `protobuf:"varint,3,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	// The holder the lease is bound to: the first 64 bits of SHA-256 of the
+	// identity of the client's verified certificate (see sluice.proto's
+	// AcquireResponse.lease_id), taken by the node the client called; 0 when
+	// the client presented none, and the lease is then bound to no holder.
+	Holder        uint64 `protobuf:"fixed64,5,opt,name=holder,proto3" json:"holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -587,6 +592,13 @@ func (x *PeerAcquireRequest) GetItem() *PeerItem {
 func (x *PeerAcquireRequest) GetTtlNs() int64 {
 	if x != nil {
 		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *PeerAcquireRequest) GetHolder() uint64 {
+	if x != nil {
+		return x.Holder
 	}
 	return 0
 }
@@ -662,12 +674,16 @@ func (x *PeerAcquireResponse) GetLeaseTag() uint64 {
 }
 
 type PeerReleaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	Hops          uint32                 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
-	Item          *PeerItem              `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
-	LeaseId       uint64                 `protobuf:"fixed64,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	LeaseTag      uint64                 `protobuf:"fixed64,5,opt,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	From     string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hops     uint32                 `protobuf:"varint,4,opt,name=hops,proto3" json:"hops,omitempty"`
+	Item     *PeerItem              `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
+	LeaseId  uint64                 `protobuf:"fixed64,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseTag uint64                 `protobuf:"fixed64,5,opt,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
+	// The caller's holder, as in PeerAcquireRequest: a lease bound to
+	// another holder is not released (released false, as for an unknown
+	// lease).
+	Holder        uint64 `protobuf:"fixed64,6,opt,name=holder,proto3" json:"holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -733,6 +749,13 @@ func (x *PeerReleaseRequest) GetLeaseId() uint64 {
 func (x *PeerReleaseRequest) GetLeaseTag() uint64 {
 	if x != nil {
 		return x.LeaseTag
+	}
+	return 0
+}
+
+func (x *PeerReleaseRequest) GetHolder() uint64 {
+	if x != nil {
+		return x.Holder
 	}
 	return 0
 }
@@ -818,7 +841,10 @@ type KeyState struct {
 	LeaseExpires []int64  `protobuf:"varint,12,rep,packed,name=lease_expires,json=leaseExpires,proto3" json:"lease_expires,omitempty"`
 	PeriodNs     int64    `protobuf:"varint,13,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
 	// The second half of each lease's 128-bit identifier, one per lease_id.
-	LeaseTag      []uint64 `protobuf:"fixed64,14,rep,packed,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
+	LeaseTag []uint64 `protobuf:"fixed64,14,rep,packed,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
+	// The holder each lease is bound to (PeerAcquireRequest.holder; 0 for
+	// none), one per lease_id, or none at all when no lease has a holder.
+	LeaseHolder   []uint64 `protobuf:"fixed64,15,rep,packed,name=lease_holder,json=leaseHolder,proto3" json:"lease_holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +973,13 @@ func (x *KeyState) GetPeriodNs() int64 {
 func (x *KeyState) GetLeaseTag() []uint64 {
 	if x != nil {
 		return x.LeaseTag
+	}
+	return nil
+}
+
+func (x *KeyState) GetLeaseHolder() []uint64 {
+	if x != nil {
+		return x.LeaseHolder
 	}
 	return nil
 }
@@ -1195,27 +1228,29 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\bresponse\x18\x02 \x01(\v2\x1c.sluice.v1.PeerCheckResponseR\bresponse\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x14\n" +
-	"\x05drain\x18\x05 \x01(\bR\x05drain\"|\n" +
+	"\x05drain\x18\x05 \x01(\bR\x05drain\"\x94\x01\n" +
 	"\x12PeerAcquireRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x15\n" +
-	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\"\x92\x01\n" +
+	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\x12\x16\n" +
+	"\x06holder\x18\x05 \x01(\x06R\x06holder\"\x92\x01\n" +
 	"\x13PeerAcquireResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x19\n" +
 	"\blease_id\x18\x03 \x01(\x06R\aleaseId\x12\x1b\n" +
-	"\tlease_tag\x18\x04 \x01(\x06R\bleaseTag\"\x9d\x01\n" +
+	"\tlease_tag\x18\x04 \x01(\x06R\bleaseTag\"\xb5\x01\n" +
 	"\x12PeerReleaseRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x19\n" +
 	"\blease_id\x18\x03 \x01(\x06R\aleaseId\x12\x1b\n" +
-	"\tlease_tag\x18\x05 \x01(\x06R\bleaseTag\"v\n" +
+	"\tlease_tag\x18\x05 \x01(\x06R\bleaseTag\x12\x16\n" +
+	"\x06holder\x18\x06 \x01(\x06R\x06holder\"v\n" +
 	"\x13PeerReleaseResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x1a\n" +
-	"\breleased\x18\x03 \x01(\bR\breleased\"\xb9\x03\n" +
+	"\breleased\x18\x03 \x01(\bR\breleased\"\xdc\x03\n" +
 	"\bKeyState\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x122\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x10\n" +
@@ -1234,7 +1269,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"lease_cost\x18\v \x03(\x03R\tleaseCost\x12#\n" +
 	"\rlease_expires\x18\f \x03(\x03R\fleaseExpires\x12\x1b\n" +
 	"\tperiod_ns\x18\r \x01(\x03R\bperiodNs\x12\x1b\n" +
-	"\tlease_tag\x18\x0e \x03(\x06R\bleaseTag\":\n" +
+	"\tlease_tag\x18\x0e \x03(\x06R\bleaseTag\x12!\n" +
+	"\flease_holder\x18\x0f \x03(\x06R\vleaseHolder\":\n" +
 	"\fFetchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x16\n" +
 	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\"<\n" +

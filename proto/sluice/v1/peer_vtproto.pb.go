@@ -479,6 +479,12 @@ func (m *PeerAcquireRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Holder != 0 {
+		i -= 8
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.Holder))
+		i--
+		dAtA[i] = 0x29
+	}
 	if m.Hops != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Hops))
 		i--
@@ -600,6 +606,12 @@ func (m *PeerReleaseRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.Holder != 0 {
+		i -= 8
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.Holder))
+		i--
+		dAtA[i] = 0x31
 	}
 	if m.LeaseTag != 0 {
 		i -= 8
@@ -727,6 +739,15 @@ func (m *KeyState) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.LeaseHolder) > 0 {
+		for iNdEx := len(m.LeaseHolder) - 1; iNdEx >= 0; iNdEx-- {
+			i -= 8
+			binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.LeaseHolder[iNdEx]))
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.LeaseHolder)*8))
+		i--
+		dAtA[i] = 0x7a
 	}
 	if len(m.LeaseTag) > 0 {
 		for iNdEx := len(m.LeaseTag) - 1; iNdEx >= 0; iNdEx-- {
@@ -1362,6 +1383,9 @@ func (m *PeerAcquireRequest) SizeVT() (n int) {
 	if m.Hops != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Hops))
 	}
+	if m.Holder != 0 {
+		n += 9
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -1411,6 +1435,9 @@ func (m *PeerReleaseRequest) SizeVT() (n int) {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Hops))
 	}
 	if m.LeaseTag != 0 {
+		n += 9
+	}
+	if m.Holder != 0 {
 		n += 9
 	}
 	n += len(m.unknownFields)
@@ -1501,6 +1528,9 @@ func (m *KeyState) SizeVT() (n int) {
 	}
 	if len(m.LeaseTag) > 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(len(m.LeaseTag)*8)) + len(m.LeaseTag)*8
+	}
+	if len(m.LeaseHolder) > 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(len(m.LeaseHolder)*8)) + len(m.LeaseHolder)*8
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2763,6 +2793,16 @@ func (m *PeerAcquireRequest) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 5:
+			if wireType != 1 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Holder", wireType)
+			}
+			m.Holder = 0
+			if (iNdEx + 8) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Holder = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+			iNdEx += 8
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -3059,6 +3099,16 @@ func (m *PeerReleaseRequest) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.LeaseTag = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+			iNdEx += 8
+		case 6:
+			if wireType != 1 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Holder", wireType)
+			}
+			m.Holder = 0
+			if (iNdEx + 8) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Holder = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
 		default:
 			iNdEx = preIndex
@@ -3800,6 +3850,58 @@ func (m *KeyState) UnmarshalVT(dAtA []byte) error {
 				}
 			} else {
 				return fmt.Errorf("proto: wrong wireType = %d for field LeaseTag", wireType)
+			}
+		case 15:
+			if wireType == 1 {
+				var v uint64
+				if (iNdEx + 8) > l {
+					return io.ErrUnexpectedEOF
+				}
+				v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+				iNdEx += 8
+				m.LeaseHolder = append(m.LeaseHolder, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				elementCount = packedLen / 8
+				if elementCount != 0 && len(m.LeaseHolder) == 0 {
+					m.LeaseHolder = make([]uint64, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint64
+					if (iNdEx + 8) > l {
+						return io.ErrUnexpectedEOF
+					}
+					v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+					iNdEx += 8
+					m.LeaseHolder = append(m.LeaseHolder, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseHolder", wireType)
 			}
 		default:
 			iNdEx = preIndex

@@ -888,7 +888,13 @@ type AcquireResponse struct {
 	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
 	// Identifies the lease for Release; empty when denied. 32 hex digits
 	// (128 random bits): only who holds it can release the lease, and only
-	// with the key it was taken on.
+	// with the key it was taken on. When the listener verifies client
+	// certificates (mTLS, --tls-client-ca-file), the lease is also bound to
+	// the client's identity, the Subject and SANs (DNS, URI, e-mail, IP) of
+	// its verified leaf certificate (so a renewed certificate with the same
+	// names keeps it): a Release from another identity, or with no
+	// certificate, releases nothing. Without a client certificate the lease
+	// is bound to no holder and the ID alone releases it.
 	LeaseId   string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	Limit     int64  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	Remaining int64  `protobuf:"varint,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
@@ -1284,7 +1290,9 @@ func (*ReleaseRequest_Policy) isReleaseRequest_Spec() {}
 type ReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// False when the lease was unknown (no lease of this key has that ID:
-	// another key's ID, a guess) or had already lapsed; nothing was released.
+	// another key's ID, a guess; or the lease is bound to another client
+	// identity, see AcquireResponse.lease_id) or had already lapsed; nothing
+	// was released.
 	Released      bool  `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
 	Remaining     int64 `protobuf:"varint,2,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	unknownFields protoimpl.UnknownFields
