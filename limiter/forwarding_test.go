@@ -173,3 +173,32 @@ func TestForwardedAfterDeadlineNotApplied(t *testing.T) {
 		t.Fatalf("usage after the late checks = %+v, want 10 remaining at the owner", res)
 	}
 }
+
+// A forwarded check whose answer did not come back (the sender's deadline
+// passed while the owner was slow) may have been applied: when the
+// sender's ring moves on meanwhile, it is not sent again to the key's new
+// owner, which would fetch the state, with the check counted, and count it
+// again (a fresh key's first 60 of 100 came back denied with 40
+// remaining); the failure mode answers it, and the owner counted it once.
+func TestForwardedAnswerLostNotResent(t *testing.T) {
+	ns := names(3)
+	c := limitertest.NewCluster(t, nil, ns...)
+	lim := tb(100, time.Hour)
+	key := c.KeysOwnedBy("n0", "n1", "lost", limiter.Request{Limit: lim}, 1)[0]
+	// While n1 applies the check, n0 sees n1 leave.
+	c.Net.LoseAnswers("n0", "n1", func() { c.SetRing("n0", "n0", "n2") })
+	res := c.Check("n0", limiter.Request{Key: key, Limit: lim, Cost: 60})[0]
+	if res.Source != limiter.SourceFallback || res.Owner != "n1" {
+		t.Errorf("check whose answer was lost = %+v, want answered by the failure mode for owner n1", res)
+	}
+	c.Net.Heal()
+	if got := c.Check("n1", limiter.Request{Key: key, Limit: lim, Cost: 0})[0]; got.Source != limiter.SourceOwner || got.Owner != "n1" || got.Remaining != 40 {
+		t.Fatalf("usage at the owner = %+v, want 40 remaining at n1 (the check counted once)", got)
+	}
+	hash := identity.Inline(uint8(lim.Algorithm), lim.Period, key)
+	for _, n := range []string{"n0", "n2"} {
+		if c.Node(n).Store().Has(c.Clock.Now().UnixNano(), hash) {
+			t.Errorf("%s holds the key's state, want none (the check went nowhere else)", n)
+		}
+	}
+}
