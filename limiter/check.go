@@ -116,7 +116,10 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 
 // applyLocal decides one job on this node's store, first fetching the key's
 // state if it may be on another node (see awaitState). j.owner, if set, is
-// an owner that could not be reached.
+// an owner that could not be reached. A job whose ctx has ended is not
+// applied: its caller has given up on the answer (a forwarding node has
+// then answered it by the failure mode), so counting it would count it
+// twice, or spend grant tokens no one holds.
 func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
 		// A node that may hold the key's count has not seen this one
@@ -132,6 +135,11 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	}
 	res := j.res
 	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil
+	if err := ctx.Err(); err != nil {
+		res.Result = bucket.Result{Limit: j.limit.Capacity()}
+		res.Err = err
+		return
+	}
 	var err error
 	switch {
 	case j.upTo:

@@ -34,6 +34,12 @@ const fallbackLeasePrefix = "local-"
 //   - FailDeny: denied, retry after FallbackRetryAfter (fail closed).
 //   - FailAllow: allowed, unlimited (fail open). Discouraged.
 //
+// A check answered so because its owner did not answer in time is not
+// also counted by the owner: the owner applies nothing once the sender's
+// deadline has passed (see applyLocal; transport carries the deadline),
+// and a check that may have reached the owner is never sent again (see
+// ErrNotSent).
+//
 // A concurrency lease taken under FailLocal lives in the local share and
 // carries an ID starting with "local-" (owners hand out hex IDs); Release
 // returns it locally.

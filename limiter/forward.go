@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -105,9 +106,13 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		}
 		return
 	}
-	// The owner did not answer. If the ring has moved on meanwhile (the
-	// owner left), decide again with the new ring; otherwise report it.
-	if nv := l.view.Load(); nv != v {
+	// The owner did not answer. If the call never left (ErrNotSent) and
+	// the ring has moved on meanwhile (the owner left), decide again with
+	// the new ring. A call that may have reached the owner (a deadline
+	// that passed while it was slow) is never sent again, to it or to the
+	// new owner, which would fetch the state with the check counted and
+	// count it again: the failure mode answers it.
+	if nv := l.view.Load(); nv != v && errors.Is(err, ErrNotSent) {
 		retry := make([]job, 0, len(jobs))
 		for _, j := range jobs {
 			if o, _ := l.route(nv, j.hash); o.Name != owner.Name {

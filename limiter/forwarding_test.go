@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/internal/identity"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
 )
@@ -140,6 +142,63 @@ func TestForwardingLeases(t *testing.T) {
 		ok, res, err := c.Node(ns[(i+1)%3]).Release(ctx, limiter.ReleaseRequest{Request: limiter.Request{Key: "jobs", Limit: lim}, LeaseID: lease.ID})
 		if err != nil || !ok || res.Remaining != int64(i+1) {
 			t.Fatalf("step %d: release: %v %v %+v, want released with %d free", i, ok, err, res, i+1)
+		}
+	}
+}
+
+// A forwarded check whose sender has given up (its deadline passed while
+// the owner was slow, and the sender answered it by the failure mode) is
+// not applied by the owner: applying it too would count it twice (once in
+// the owner's bucket, once in the sender's fallback share), and a grant
+// request applied so would spend tokens no holder has.
+func TestForwardedAfterDeadlineNotApplied(t *testing.T) {
+	ns := names(3)
+	c := limitertest.NewCluster(t, nil, ns...)
+	lim := tb(10, time.Hour)
+	key := c.KeysOwnedBy("n0", "n1", "late", limiter.Request{Limit: lim}, 1)[0]
+	hash := identity.Inline(uint8(lim.Algorithm), lim.Period, key)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	items := []limiter.Forwarded{{Hash: hash, Limit: lim, Cost: 3}, {Hash: hash, Limit: lim, Cost: 2, UpTo: true}}
+	out := make([]limiter.Answer, len(items))
+	c.Node("n1").CheckForwarded(ctx, "n0", 0, items, out)
+	for i, a := range out {
+		if a.Allowed || a.Granted != 0 || !errors.Is(a.Err, context.DeadlineExceeded) {
+			t.Errorf("answer %d = %+v, want not applied, with the deadline's error", i, a)
+		}
+	}
+	res := c.Check("n0", limiter.Request{Key: key, Limit: lim, Cost: 0})[0]
+	if res.Source != limiter.SourceOwner || res.Remaining != 10 {
+		t.Fatalf("usage after the late checks = %+v, want 10 remaining at the owner", res)
+	}
+}
+
+// A forwarded check whose answer did not come back (the sender's deadline
+// passed while the owner was slow) may have been applied: when the
+// sender's ring moves on meanwhile, it is not sent again to the key's new
+// owner, which would fetch the state, with the check counted, and count it
+// again (a fresh key's first 60 of 100 came back denied with 40
+// remaining); the failure mode answers it, and the owner counted it once.
+func TestForwardedAnswerLostNotResent(t *testing.T) {
+	ns := names(3)
+	c := limitertest.NewCluster(t, nil, ns...)
+	lim := tb(100, time.Hour)
+	key := c.KeysOwnedBy("n0", "n1", "lost", limiter.Request{Limit: lim}, 1)[0]
+	// While n1 applies the check, n0 sees n1 leave.
+	c.Net.LoseAnswers("n0", "n1", func() { c.SetRing("n0", "n0", "n2") })
+	res := c.Check("n0", limiter.Request{Key: key, Limit: lim, Cost: 60})[0]
+	if res.Source != limiter.SourceFallback || res.Owner != "n1" {
+		t.Errorf("check whose answer was lost = %+v, want answered by the failure mode for owner n1", res)
+	}
+	c.Net.Heal()
+	if got := c.Check("n1", limiter.Request{Key: key, Limit: lim, Cost: 0})[0]; got.Source != limiter.SourceOwner || got.Owner != "n1" || got.Remaining != 40 {
+		t.Fatalf("usage at the owner = %+v, want 40 remaining at n1 (the check counted once)", got)
+	}
+	hash := identity.Inline(uint8(lim.Algorithm), lim.Period, key)
+	for _, n := range []string{"n0", "n2"} {
+		if c.Node(n).Store().Has(c.Clock.Now().UnixNano(), hash) {
+			t.Errorf("%s holds the key's state, want none (the check went nowhere else)", n)
 		}
 	}
 }

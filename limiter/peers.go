@@ -13,6 +13,15 @@ import (
 // ErrPeerUnavailable marks a failure to reach a key's owner.
 var ErrPeerUnavailable = errors.New("limiter: owner unavailable")
 
+// ErrNotSent marks a Peers error after which the items were certainly not
+// applied: the request never left this node (an open circuit breaker, a
+// connection that is not up, a closed client, a call dropped while
+// queued). Any other error may come after the owner applied them (a
+// deadline that passed while the owner was slow, a stream broken
+// mid-call), so the limiter never sends such items again, to that owner
+// or another: it answers them by their failure mode.
+var ErrNotSent = errors.New("limiter: not sent")
+
 // ErrLeaving marks a handoff refused because the receiving node is
 // leaving the cluster too: the sender hands the states to the next owner.
 var ErrLeaving = errors.New("limiter: node is leaving")
@@ -47,7 +56,8 @@ type Answer struct {
 // implements it). All methods are safe for concurrent use, and each call is
 // bounded by ctx and by the implementation's own per-call deadline. An error
 // returned by a method (rather than in an Answer) means the node was not
-// reached or did not answer; it should wrap ErrPeerUnavailable.
+// reached or did not answer; it should wrap ErrPeerUnavailable, and also
+// ErrNotSent when the request certainly did not reach the node.
 type Peers interface {
 	// Check applies items on node to and fills out[i] for items[i].
 	// Concurrent calls to the same node may be coalesced into one RPC.

@@ -2,10 +2,13 @@ package transport
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/wire"
+	"github.com/sluice-rl/sluice/limiter"
 )
 
 // A batcher coalesces concurrent calls to one peer into few RPCs, without
@@ -204,6 +207,9 @@ func (b *batcher[I, O]) close(err error) {
 	if b.closed {
 		b.mu.Unlock()
 		return
+	}
+	if !errors.Is(err, limiter.ErrNotSent) {
+		err = fmt.Errorf("%w: %w", limiter.ErrNotSent, err) // refused or still queued: not sent
 	}
 	b.closed, b.closeErr = true, err
 	q := b.queue.Drain()

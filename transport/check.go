@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -74,6 +75,10 @@ func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCal
 			req.Items[k] = toPeerItem(&items[k], &limits[k], &pc.In[i])
 			k++
 		}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The owner skips the items once the callers have given up.
+		req.TimeoutNs = max(int64(time.Until(dl)), 1)
 	}
 	p.c.m.checkRPC(n)
 	results, err := p.mux.call(ctx, req)

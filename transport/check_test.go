@@ -409,3 +409,27 @@ func BenchmarkPeerCheckParallel(b *testing.B) {
 	s := pm.Snapshot()
 	b.ReportMetric(float64(s.ForwardedItems)/float64(max(s.CheckRPCs, 1)), "items/rpc")
 }
+
+// A Check whose caller gives up (the client's Timeout) reaches the owner
+// with its deadline, on the stream as in a unary call, so that the owner
+// does not apply it after the caller has answered it another way (its
+// failure mode): before timeout_ns, a stream message had no deadline, and
+// an owner slowed down past the sender's timeout counted checks that the
+// sender had also answered from its fallback.
+func TestPeerCheckOwnerSeesCallersDeadline(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	fake.gate = make(chan struct{}) // the owner is slow: it never answers by itself
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "n1", Timeout: 200 * time.Millisecond})
+	out := make([]limiter.Answer, 1)
+	// The fake answers once its context ends (a limiter answers the items
+	// DEADLINE_EXCEEDED, unapplied), which is a tenth of the timeout
+	// before the caller would give up; either way the call ends.
+	_ = c.Check(context.Background(), m, 0, []limiter.Forwarded{{Hash: 1, Limit: tbLimit(5), Cost: 1}}, out)
+	waitFor(t, "the owner's context to end with the caller's deadline", func() bool {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return len(fake.ctxErrs) == 1 && errors.Is(fake.ctxErrs[0], context.DeadlineExceeded)
+	})
+	close(fake.gate)
+}

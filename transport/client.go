@@ -94,7 +94,7 @@ type PeerClient struct {
 var _ limiter.Peers = (*PeerClient)(nil)
 
 // errClientClosed answers calls made after (or queued at) Close.
-var errClientClosed = fmt.Errorf("%w: peer client closed", limiter.ErrPeerUnavailable)
+var errClientClosed = fmt.Errorf("%w: %w: peer client closed", limiter.ErrPeerUnavailable, limiter.ErrNotSent)
 
 // NewPeerClient builds a PeerClient. It opens no connection yet.
 func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
@@ -230,7 +230,7 @@ func (c *PeerClient) peerFor(m ring.Member) (*peerConn, error) {
 		return nil, errClientClosed
 	}
 	if m.Name == "" || m.GRPCAddr == "" {
-		return nil, fmt.Errorf("%w: member %q has no name or gRPC address", limiter.ErrPeerUnavailable, m.Name)
+		return nil, fmt.Errorf("%w: %w: member %q has no name or gRPC address", limiter.ErrPeerUnavailable, limiter.ErrNotSent, m.Name)
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -245,7 +245,7 @@ func (c *PeerClient) peerFor(m ring.Member) (*peerConn, error) {
 	cc, err := grpc.NewClient(m.GRPCAddr, c.cfg.DialOptions...)
 	if err != nil {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s (%s): %w", limiter.ErrPeerUnavailable, m.Name, m.GRPCAddr, err)
+		return nil, fmt.Errorf("%w: %w: %s (%s): %w", limiter.ErrPeerUnavailable, limiter.ErrNotSent, m.Name, m.GRPCAddr, err)
 	}
 	if old != nil {
 		old.br.retire() // before the new breaker sets the peer's gauge

@@ -46,7 +46,7 @@ type peerConn struct {
 func (c *PeerClient) newPeer(m ring.Member, cc *grpc.ClientConn) *peerConn {
 	p := &peerConn{c: c, name: m.Name, addr: m.GRPCAddr, cc: cc, rpc: sluicev1.NewPeerClient(cc)}
 	p.mux.p = p
-	p.circuitErr = fmt.Errorf("%w: %w: %s", limiter.ErrPeerUnavailable, ErrCircuitOpen, m.Name)
+	p.circuitErr = fmt.Errorf("%w: %w: %w: %s", limiter.ErrPeerUnavailable, limiter.ErrNotSent, ErrCircuitOpen, m.Name)
 	if c.cfg.BreakerFailures > 0 {
 		var notify func(open, fromClosed bool)
 		if c.m != nil {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/internal/wire"
+	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -64,7 +65,7 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) ([]
 		// it must not block on a peer that does not answer.
 		m.mu.Unlock()
 		if err := m.ready(ctx); err != nil {
-			return nil, err
+			return nil, notSent(err)
 		}
 		m.mu.Lock()
 		if m.unary {
@@ -75,7 +76,7 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) ([]
 			var err error
 			if s, err = m.open(); err != nil {
 				m.mu.Unlock()
-				return nil, err
+				return nil, notSent(err)
 			}
 			m.st = s
 		}
@@ -106,6 +107,10 @@ func (m *checkMux) call(ctx context.Context, req *sluicev1.PeerCheckRequest) ([]
 	}
 	return results, err
 }
+
+// notSent marks err, which ended a call before its request was sent, as
+// limiter.ErrNotSent; status.Code still reads err's code.
+func notSent(err error) error { return fmt.Errorf("%w: %w", limiter.ErrNotSent, err) }
 
 // unaryCall makes one Check call as a unary RPC.
 func (m *checkMux) unaryCall(ctx context.Context, req *sluicev1.PeerCheckRequest) ([]*sluicev1.PeerResult, error) {

@@ -169,6 +169,11 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 	if len(items) > MaxPeerBatch {
 		return nil, wire.InvalidArgument("items", fmt.Sprintf("%d items, at most %d per call", len(items), MaxPeerBatch))
 	}
+	ctx, cancel, err := callDeadline(ctx, req.GetTimeoutNs())
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	resp := &sluicev1.PeerCheckResponse{Owner: s.name}
 	if len(items) == 0 {
 		return resp, nil
@@ -220,6 +225,23 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 		resp.Results[i] = toPeerResult(&out[i], &ans[i])
 	}
 	return resp, nil
+}
+
+// callDeadline bounds ctx by the sender's wait for a Check answer
+// (PeerCheckRequest.timeout_ns; 0: none), less a tenth for the answer's
+// way back, so that the limiter applies no item after the sender has
+// given up on it (and answered it by its failure mode): a stream message
+// has no deadline of its own.
+func callDeadline(ctx context.Context, timeoutNs int64) (context.Context, context.CancelFunc, error) {
+	switch {
+	case timeoutNs < 0:
+		return nil, nil, wire.InvalidArgument("timeout_ns", "must be >= 0")
+	case timeoutNs == 0:
+		return ctx, func() {}, nil
+	}
+	budget := time.Duration(timeoutNs)
+	ctx, cancel := context.WithTimeout(ctx, budget-budget/10)
+	return ctx, cancel, nil
 }
 
 // singleItem validates the hop count and converts the item of an Acquire

@@ -37,7 +37,8 @@ type fakePeer struct {
 	lastFrom  string
 	lastTTL   time.Duration
 	lastHops  int
-	checkSeen int // items seen by Check
+	checkSeen int     // items seen by Check
+	ctxErrs   []error // ctx.Err() of each gated Check once its gate wait ended
 }
 
 type fakeCheck struct {
@@ -79,6 +80,9 @@ func (f *fakePeer) CheckForwarded(ctx context.Context, from string, hops int, it
 		case <-gate:
 		case <-ctx.Done():
 		}
+		f.mu.Lock()
+		f.ctxErrs = append(f.ctxErrs, ctx.Err())
+		f.mu.Unlock()
 	}
 	t := now()
 	for i, it := range items {

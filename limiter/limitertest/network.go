@@ -29,6 +29,7 @@ type Network struct {
 	cut      map[link]bool
 	drop     map[link]float64
 	delay    map[link]time.Duration
+	lose     map[link]func()
 	isolated map[string]bool
 	rng      *rand.Rand
 	calls    map[link]*Counts
@@ -63,6 +64,7 @@ func NewNetwork(seed uint64) *Network {
 		cut:      map[link]bool{},
 		drop:     map[link]float64{},
 		delay:    map[link]time.Duration{},
+		lose:     map[link]func(){},
 		isolated: map[string]bool{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		calls:    map[link]*Counts{},
@@ -129,13 +131,14 @@ func (n *Network) Isolate(name string) {
 	n.mu.Unlock()
 }
 
-// Heal removes every fault: drops, delays, cuts and isolations. Detached
+// Heal removes every fault: drops, delays, lost answers, cuts and isolations. Detached
 // nodes stay detached.
 func (n *Network) Heal() {
 	n.mu.Lock()
 	clear(n.cut)
 	clear(n.drop)
 	clear(n.delay)
+	clear(n.lose)
 	clear(n.isolated)
 	n.mu.Unlock()
 }
@@ -160,7 +163,35 @@ func (n *Network) Calls(from, to string) Counts {
 
 // unavailable is the error of a call that did not reach its target.
 func unavailable(from, to, why string) error {
-	return fmt.Errorf("%w: %s -> %s: %s", limiter.ErrPeerUnavailable, from, to, why)
+	return fmt.Errorf("%w: %w: %s -> %s: %s", limiter.ErrPeerUnavailable, limiter.ErrNotSent, from, to, why)
+}
+
+// LoseAnswers makes each Check from -> to reach its target and be applied
+// there, then fail at the caller as if the answer never came back (the
+// caller's deadline passed while the target was slow): the caller cannot
+// know whether it was applied, so the error does not wrap
+// limiter.ErrNotSent. then, if not nil, runs after the target applied the
+// call and before the caller sees the failure (to change the caller's ring
+// meanwhile, say). Heal removes it.
+func (n *Network) LoseAnswers(from, to string, then func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if then == nil {
+		then = func() {}
+	}
+	n.lose[link{from, to}] = then
+}
+
+// lost returns the LoseAnswers hook of from -> to, if any.
+func (n *Network) lost(from, to string) (func(), bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, k := range links(from, to) {
+		if f, ok := n.lose[k]; ok {
+			return f, true
+		}
+	}
+	return nil, false
 }
 
 // links lists the fault keys that match from -> to.
@@ -202,11 +233,11 @@ func (n *Network) deliver(ctx context.Context, from, to string, m method) (*limi
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: %s -> %s: delayed past the caller's deadline: %w", limiter.ErrPeerUnavailable, from, to, ctx.Err())
+			return nil, fmt.Errorf("%w: %w: %s -> %s: delayed past the caller's deadline: %w", limiter.ErrPeerUnavailable, limiter.ErrNotSent, from, to, ctx.Err())
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s -> %s: %w", limiter.ErrPeerUnavailable, from, to, err)
+		return nil, fmt.Errorf("%w: %w: %s -> %s: %w", limiter.ErrPeerUnavailable, limiter.ErrNotSent, from, to, err)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -245,7 +276,14 @@ func (p *peers) Check(ctx context.Context, to ring.Member, hops int, items []lim
 	if err != nil {
 		return err
 	}
-	return refused(to.Name, l.CheckForwarded(ctx, p.from, hops, items, out))
+	if err := l.CheckForwarded(ctx, p.from, hops, items, out); err != nil {
+		return refused(to.Name, err)
+	}
+	if then, ok := p.n.lost(p.from, to.Name); ok {
+		then()
+		return fmt.Errorf("%w: %s -> %s: answer lost", limiter.ErrPeerUnavailable, p.from, to.Name)
+	}
+	return nil
 }
 
 func (p *peers) Acquire(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {

@@ -282,7 +282,14 @@ type PeerCheckRequest struct {
 	Items []*PeerItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
 	// How many times these items were forwarded before this call (0 for the
 	// first hop). A node whose ring disagrees forwards once more at most.
-	Hops          uint32 `protobuf:"varint,3,opt,name=hops,proto3" json:"hops,omitempty"`
+	Hops uint32 `protobuf:"varint,3,opt,name=hops,proto3" json:"hops,omitempty"`
+	// How long the sender waits for the answer, in nanoseconds from when it
+	// sent the request; 0 means no limit. A stream carries no deadline per
+	// message, so this is the call's deadline: once it has passed, the
+	// receiver applies none of the items still to decide (it answers them
+	// DEADLINE_EXCEEDED), since the sender has already answered them another
+	// way (its failure mode) and counting them too would count them twice.
+	TimeoutNs     int64 `protobuf:"varint,4,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +341,13 @@ func (x *PeerCheckRequest) GetItems() []*PeerItem {
 func (x *PeerCheckRequest) GetHops() uint32 {
 	if x != nil {
 		return x.Hops
+	}
+	return 0
+}
+
+func (x *PeerCheckRequest) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
 	}
 	return 0
 }
@@ -1212,11 +1226,13 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"error_code\x18\x06 \x01(\x05R\terrorCode\x12#\n" +
 	"\rerror_message\x18\a \x01(\tR\ferrorMessage\x12\x18\n" +
 	"\agranted\x18\b \x01(\x03R\agranted\x12\x14\n" +
-	"\x05count\x18\t \x01(\x03R\x05count\"e\n" +
+	"\x05count\x18\t \x01(\x03R\x05count\"\x84\x01\n" +
 	"\x10PeerCheckRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
 	"\x05items\x18\x02 \x03(\v2\x13.sluice.v1.PeerItemR\x05items\x12\x12\n" +
-	"\x04hops\x18\x03 \x01(\rR\x04hops\"Z\n" +
+	"\x04hops\x18\x03 \x01(\rR\x04hops\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18\x04 \x01(\x03R\ttimeoutNs\"Z\n" +
 	"\x11PeerCheckResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12/\n" +
 	"\aresults\x18\x02 \x03(\v2\x15.sluice.v1.PeerResultR\aresults\"_\n" +

@@ -252,6 +252,11 @@ func (m *PeerCheckRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.TimeoutNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.TimeoutNs))
+		i--
+		dAtA[i] = 0x20
+	}
 	if m.Hops != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Hops))
 		i--
@@ -1295,6 +1300,9 @@ func (m *PeerCheckRequest) SizeVT() (n int) {
 	if m.Hops != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Hops))
 	}
+	if m.TimeoutNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.TimeoutNs))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2225,6 +2233,25 @@ func (m *PeerCheckRequest) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.Hops |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field TimeoutNs", wireType)
+			}
+			m.TimeoutNs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.TimeoutNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
