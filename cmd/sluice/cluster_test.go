@@ -18,19 +18,18 @@ import (
 // proc is a `sluice serve` process of a cluster.
 type proc struct {
 	*server
-	name, gossip string
+	name string
 }
 
 // startMember starts a cluster member named name, joining seeds.
 func startMember(t *testing.T, name string, seeds ...string) *proc {
 	t.Helper()
-	gossip := freeAddr(t)
-	args := []string{"--gossip-addr", gossip, "--log-level", "debug"}
+	args := []string{"--gossip-addr", freeAddr(t), "--log-level", "debug"}
 	if len(seeds) > 0 {
 		args = append(args, "--join", strings.Join(seeds, ","))
 	}
 	s := startServerNamed(t, name, args...)
-	return &proc{server: s, name: name, gossip: gossip}
+	return &proc{server: s, name: name}
 }
 
 // members runs `sluice members --json` against p.

@@ -70,6 +70,7 @@ func freeAddr(t *testing.T) string {
 type server struct {
 	cmd        *exec.Cmd
 	grpc, http string
+	gossip     string // the --gossip-addr it was given, if any
 	stderr     *lockedBuffer
 	exited     chan struct{} // closed when the process has exited
 	waitErr    error
@@ -82,13 +83,41 @@ func startServer(t *testing.T, args ...string) *server {
 	return startServerNamed(t, "p1", append([]string{"--gossip-addr", "127.0.0.1:0"}, args...)...)
 }
 
-// startServerNamed starts `sluice serve` as node name.
+// startServerNamed starts `sluice serve` as node name. Its ports are
+// picked free just before the process binds them, so another test may take
+// one in between: a start that fails with "address already in use" is tried
+// again on new ports (a --gossip-addr in args included; the server's gossip
+// field is the one it got).
 func startServerNamed(t *testing.T, name string, args ...string) *server {
 	t.Helper()
-	s := &server{grpc: freeAddr(t), http: freeAddr(t), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	for attempt := 1; ; attempt++ {
+		s, inUse := launch(t, name, args, attempt > 1)
+		if !inUse {
+			return s
+		}
+		if attempt == 5 {
+			t.Fatalf("%s: ports in use on 5 attempts\nstderr:\n%s", name, s.stderr)
+		}
+		t.Logf("%s: a port was taken before the server bound it; trying new ports", name)
+	}
+}
+
+// launch starts one attempt of startServerNamed and waits until it serves;
+// inUse reports a start that failed because a port was taken. A retry
+// picks a new --gossip-addr too, unless it is 127.0.0.1:0.
+func launch(t *testing.T, name string, args []string, retry bool) (s *server, inUse bool) {
+	t.Helper()
+	args = slices.Clone(args)
+	s = &server{grpc: freeAddr(t), http: freeAddr(t), stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	peer := freeAddr(t)
 	for peer == s.grpc || peer == s.http {
 		peer = freeAddr(t)
+	}
+	if i := slices.Index(args, "--gossip-addr"); i >= 0 && i+1 < len(args) {
+		if retry && args[i+1] != "127.0.0.1:0" {
+			args[i+1] = freeAddr(t)
+		}
+		s.gossip = args[i+1]
 	}
 	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc, "--peer-addr", peer}, args...)...)
 	s.cmd.Env = append(os.Environ(), "SLUICE_HTTP_ADDR="+s.http)
@@ -106,10 +135,17 @@ func startServerNamed(t *testing.T, name string, args ...string) *server {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		select {
+		case <-s.exited:
+			if strings.Contains(s.stderr.String(), "address already in use") {
+				return s, true
+			}
+		default:
+		}
 		if slices.Contains(args, "--tls-cert-file") {
 			// /readyz is behind TLS (and mTLS): wait for the log line.
 			if strings.Contains(s.stderr.String(), "sluice node serving") {
-				return s
+				return s, false
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("server not serving after 10s\nstderr:\n%s", s.stderr)
@@ -121,7 +157,7 @@ func startServerNamed(t *testing.T, name string, args ...string) *server {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				return s, false
 			}
 		}
 		if time.Now().After(deadline) {
