@@ -18,9 +18,9 @@ import (
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
-// fuzzServer is a sluice.v1 RateLimiter over a real limiter with a fake
-// clock and the test policies, for fuzzing.
-func fuzzServer(f *testing.F) *rateLimiterServer {
+// fuzzLimiter is a real limiter with a fake clock and the test policies,
+// for fuzzing.
+func fuzzLimiter(f *testing.F) *limiter.Limiter {
 	set, err := policy.Parse([]byte(testPolicies))
 	if err != nil {
 		f.Fatal(err)
@@ -31,7 +31,12 @@ func fuzzServer(f *testing.F) *rateLimiterServer {
 		f.Fatal(err)
 	}
 	f.Cleanup(lim.Close)
-	return &rateLimiterServer{svc: lim, drain: context.Background(),
+	return lim
+}
+
+// fuzzServer is a sluice.v1 RateLimiter over fuzzLimiter, for fuzzing.
+func fuzzServer(f *testing.F) *rateLimiterServer {
+	return &rateLimiterServer{svc: fuzzLimiter(f), drain: context.Background(),
 		obsCheck: nopObserver{}, obsAcquire: nopObserver{}, obsRelease: nopObserver{}, obsStream: nopObserver{}}
 }
 

@@ -6,11 +6,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/sluice-rl/sluice/limiter"
-	"github.com/sluice-rl/sluice/limiter/limitertest"
-	"github.com/sluice-rl/sluice/policy"
 )
 
 // FuzzHTTPCheck: any request to /v1/check or /v1/usage (a query string, a
@@ -24,17 +19,7 @@ func FuzzHTTPCheck(f *testing.F) {
 	f.Add(true, "", "", []byte(`{"checks":[{"key":"k","policy":"login"},{"key":"k","limit":"x"}]}`))
 	f.Add(false, "key=%zz&limit=1e3&period=-1s&burst=9223372036854775808", "", []byte(nil))
 	f.Add(false, "key=k&key=j&policy=&usage", "", []byte(nil))
-	set, err := policy.Parse([]byte(testPolicies))
-	if err != nil {
-		f.Fatal(err)
-	}
-	clk := limitertest.NewClock(time.Unix(1_699_999_980, 0))
-	lim, err := limiter.New(limiter.Config{NodeName: "node-a", Clock: clk.Now, Policies: set})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(lim.Close)
-	h, err := NewHTTPHandler(HTTPConfig{Checker: lim, MaxBodyBytes: 4096})
+	h, err := NewHTTPHandler(HTTPConfig{Checker: fuzzLimiter(f), MaxBodyBytes: 4096})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"math/big"
 	"net"
@@ -61,21 +60,6 @@ func newE2EPKI(t *testing.T) *e2ePKI {
 	return p
 }
 
-func tlsConfig(t *testing.T, roots []byte, pair *testcerts.Pair) *tls.Config {
-	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(roots)
-	cfg := &tls.Config{RootCAs: pool}
-	if pair != nil {
-		c, err := tls.X509KeyPair(pair.Cert, pair.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{c}
-	}
-	return cfg
-}
-
 // TestE2ETLS runs a 3-container cluster with mTLS on the public ports and
 // peer mTLS (separate CAs): checks pass with a client certificate and fail
 // without; non-peer certificates are refused on the peer service; a
@@ -94,7 +78,7 @@ func TestE2ETLS(t *testing.T) {
 			"SLUICE_PEER_TLS_CA_FILE=" + tlsMount + "/peer-ca.crt",
 		},
 		files:       p.dir,
-		tls:         tlsConfig(t, p.public.PEM, &p.client),
+		tls:         testcerts.ClientConfig(t, p.public.PEM, &p.client),
 		publishPeer: true,
 	})
 	t.Logf("mTLS cluster of 3 up in %v", time.Since(start).Round(time.Millisecond))
@@ -126,8 +110,8 @@ func tlsClientCert(t *testing.T, c *cluster, p *e2ePKI) {
 	}
 	stranger := testcerts.NewCA(t, "stranger").Client(t, "stranger")
 	for name, cfg := range map[string]*tls.Config{
-		"no client certificate":    tlsConfig(t, p.public.PEM, nil),
-		"an untrusted certificate": tlsConfig(t, p.public.PEM, &stranger),
+		"no client certificate":    testcerts.ClientConfig(t, p.public.PEM, nil),
+		"an untrusted certificate": testcerts.ClientConfig(t, p.public.PEM, &stranger),
 		"plaintext":                nil,
 	} {
 		cli, err := client.New(client.Config{Addrs: []string{c.nodes["n0"].grpcAddr()}, Timeout: 2 * time.Second, DisableRouting: true, TLS: cfg})
@@ -161,13 +145,13 @@ func peerFetch(t *testing.T, n *node, cfg *tls.Config) error {
 func tlsPeerRefuses(t *testing.T, c *cluster, p *e2ePKI) {
 	n := c.nodes["n0"]
 	// A client certificate of the public CA: refused at the handshake.
-	if err := peerFetch(t, n, tlsConfig(t, p.peer.PEM, &p.client)); status.Code(err) != codes.Unavailable {
+	if err := peerFetch(t, n, testcerts.ClientConfig(t, p.peer.PEM, &p.client)); status.Code(err) != codes.Unavailable {
 		t.Errorf("public client certificate on the peer port: %v, want refused at the handshake", err)
 	}
 	// A certificate of the peer CA without the peer SAN: the handshake
 	// passes, the peer service refuses it.
 	notPeer := p.peer.Issue(t, testcerts.Options{CommonName: "intruder", Client: true, DNSNames: []string{"intruder"}})
-	err := peerFetch(t, n, tlsConfig(t, p.peer.PEM, &notPeer))
+	err := peerFetch(t, n, testcerts.ClientConfig(t, p.peer.PEM, &notPeer))
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("non-peer certificate of the peer CA: %v, want PermissionDenied", err)
 	}
@@ -221,7 +205,7 @@ func tlsRotation(t *testing.T, c *cluster, p *e2ePKI) {
 			mustDocker(t, "cp", filepath.Join(p.dir, f.name), c.nodes[s].name+":"+tlsMount+"/"+f.name)
 		}
 	}
-	peerCfg := tlsConfig(t, p.peer.PEM, &testcerts.Pair{Cert: peer.Cert, Key: peer.Key})
+	peerCfg := testcerts.ClientConfig(t, p.peer.PEM, &testcerts.Pair{Cert: peer.Cert, Key: peer.Key})
 	peerCfg.ServerName = "sluice-peer"
 	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range base {

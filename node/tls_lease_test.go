@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/node"
 )
 
@@ -73,13 +74,13 @@ func TestTLSLeaseBoundToClientCert(t *testing.T) {
 	p := newPKI(t)
 	n := startNode(t, p.mtls)
 	other := p.public.Client(t, "b-service")
-	ca := tlsClient(t, p.clientTLS(t, &p.client, p.public.PEM), n.GRPCAddr())
-	cb := tlsClient(t, p.clientTLS(t, &other, p.public.PEM), n.GRPCAddr())
+	ca := tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &p.client), n.GRPCAddr())
+	cb := tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &other), n.GRPCAddr())
 	checkHolderBinding(t, ca, cb, "lease-key")
 	// A renewed certificate with the same names is the same holder.
 	renewed := p.public.Client(t, "a-service")
 	la := acquireOK(t, ca, "renewed-key")
-	if !release(t, tlsClient(t, p.clientTLS(t, &renewed, p.public.PEM), n.GRPCAddr()), la) {
+	if !release(t, tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &renewed), n.GRPCAddr()), la) {
 		t.Fatal("a renewed certificate with the same names could not release the lease")
 	}
 }
@@ -92,8 +93,8 @@ func TestTLSLeaseWithoutClientCA(t *testing.T) {
 		c.TLSCertFile, c.TLSKeyFile = p.serverCert, p.serverKey
 		c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = p.peerCert, p.peerKey, p.peerCAFile
 	})
-	la := acquireOK(t, tlsClient(t, p.clientTLS(t, nil, p.public.PEM), n.GRPCAddr()), "k")
-	if !release(t, tlsClient(t, p.clientTLS(t, nil, p.public.PEM), n.GRPCAddr()), la) {
+	la := acquireOK(t, tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, nil), n.GRPCAddr()), "k")
+	if !release(t, tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, nil), n.GRPCAddr()), la) {
 		t.Fatal("without a holder, the ID did not release the lease from another connection")
 	}
 }
@@ -110,8 +111,8 @@ func TestTLSLeaseBindingForwarded(t *testing.T) {
 	tc.waitConverged()
 	n := tc.nodes[0]
 	other := p.public.Client(t, "b-service")
-	ca := tlsClient(t, p.clientTLS(t, &p.client, p.public.PEM), n.GRPCAddr())
-	cb := tlsClient(t, p.clientTLS(t, &other, p.public.PEM), n.GRPCAddr())
+	ca := tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &p.client), n.GRPCAddr())
+	cb := tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &other), n.GRPCAddr())
 	for i := range 50 {
 		key := fmt.Sprintf("fwd-lease-%d", i)
 		l := acquireOK(t, ca, key)

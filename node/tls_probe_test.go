@@ -68,9 +68,9 @@ func TestTLSProbesWithoutClientCert(t *testing.T) {
 	n := startNode(t, p.mtls)
 	stranger := testcerts.NewCA(t, "stranger").Client(t, "stranger")
 	var (
-		none      = p.clientTLS(t, nil, p.public.PEM)
-		untrusted = p.clientTLS(t, &stranger, p.public.PEM)
-		good      = p.clientTLS(t, &p.client, p.public.PEM)
+		none      = testcerts.ClientConfig(t, p.public.PEM, nil)
+		untrusted = testcerts.ClientConfig(t, p.public.PEM, &stranger)
+		good      = testcerts.ClientConfig(t, p.public.PEM, &p.client)
 	)
 	// Go's client sends a certificate only if its issuer is among the CAs
 	// the server names; others (curl, an attacker) send it anyway.

@@ -39,7 +39,7 @@ func TestTLSRotationLosesNoCheck(t *testing.T) {
 	}
 	tc.waitConverged()
 	n0 := tc.nodes[0]
-	ccfg := p.clientTLS(t, &p.client, p.public.PEM)
+	ccfg := testcerts.ClientConfig(t, p.public.PEM, &p.client)
 
 	var ok, failed atomic.Int64
 	var firstErr atomic.Value
@@ -79,7 +79,7 @@ func TestTLSRotationLosesNoCheck(t *testing.T) {
 	waitFor(t, 30*time.Second, "checks flowing", func() bool { return ok.Load() > 100 })
 
 	oldPublic := servedSerial(t, n0.GRPCAddr(), ccfg)
-	peerCfg := p.clientTLS(t, &p.peerPair, p.peer.PEM)
+	peerCfg := testcerts.ClientConfig(t, p.peer.PEM, &p.peerPair)
 	peerCfg.ServerName = "sluice-peer"
 	oldPeer := servedSerial(t, n0.PeerAddr(), peerCfg)
 	if oldPublic == nil || oldPeer == nil {

@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -55,22 +54,6 @@ func (p *pki) mtls(c *node.Config) {
 	c.TLSCheckInterval = -1
 }
 
-// clientTLS trusts the public CA and presents pair (none if nil).
-func (p *pki) clientTLS(t testing.TB, pair *testcerts.Pair, roots []byte) *tls.Config {
-	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(roots)
-	cfg := &tls.Config{RootCAs: pool}
-	if pair != nil {
-		c, err := tls.X509KeyPair(pair.Cert, pair.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{c}
-	}
-	return cfg
-}
-
 func tlsClient(t testing.TB, cfg *tls.Config, addrs ...string) *client.Client {
 	t.Helper()
 	c, err := client.New(client.Config{Addrs: addrs, Timeout: 5 * time.Second, DisableRouting: true, TLS: cfg})
@@ -98,14 +81,14 @@ func checkOnce(c *client.Client, key string) error {
 func TestTLSPublicGRPCNeedsClientCert(t *testing.T) {
 	p := newPKI(t)
 	n := startNode(t, p.mtls)
-	if err := checkOnce(tlsClient(t, p.clientTLS(t, &p.client, p.public.PEM), n.GRPCAddr()), "k"); err != nil {
+	if err := checkOnce(tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &p.client), n.GRPCAddr()), "k"); err != nil {
 		t.Fatalf("with a client certificate: %v", err)
 	}
 	stranger := testcerts.NewCA(t, "stranger").Client(t, "stranger")
 	for name, c := range map[string]*client.Client{
-		"no client certificate":    tlsClient(t, p.clientTLS(t, nil, p.public.PEM), n.GRPCAddr()),
-		"an untrusted certificate": tlsClient(t, p.clientTLS(t, &stranger, p.public.PEM), n.GRPCAddr()),
-		"a peer certificate":       tlsClient(t, p.clientTLS(t, &p.peerPair, p.public.PEM), n.GRPCAddr()),
+		"no client certificate":    tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, nil), n.GRPCAddr()),
+		"an untrusted certificate": tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &stranger), n.GRPCAddr()),
+		"a peer certificate":       tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &p.peerPair), n.GRPCAddr()),
 		"plaintext":                newClient(t, n.GRPCAddr()),
 	} {
 		if err := checkOnce(c, "k"); status.Code(err) != codes.Unavailable {
@@ -114,7 +97,7 @@ func TestTLSPublicGRPCNeedsClientCert(t *testing.T) {
 	}
 	// The client verifies the server: a client that does not trust the
 	// public CA refuses the node.
-	if err := checkOnce(tlsClient(t, p.clientTLS(t, &p.client, p.peer.PEM), n.GRPCAddr()), "k"); status.Code(err) != codes.Unavailable {
+	if err := checkOnce(tlsClient(t, testcerts.ClientConfig(t, p.peer.PEM, &p.client), n.GRPCAddr()), "k"); status.Code(err) != codes.Unavailable {
 		t.Errorf("a client not trusting the server: check = %v, want Unavailable", err)
 	}
 }
@@ -126,7 +109,7 @@ func TestTLSPublicWithoutClientCA(t *testing.T) {
 		c.TLSCertFile, c.TLSKeyFile = p.serverCert, p.serverKey
 		c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = p.peerCert, p.peerKey, p.peerCAFile
 	})
-	if err := checkOnce(tlsClient(t, p.clientTLS(t, nil, p.public.PEM), n.GRPCAddr()), "k"); err != nil {
+	if err := checkOnce(tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, nil), n.GRPCAddr()), "k"); err != nil {
 		t.Fatalf("TLS without a client certificate: %v", err)
 	}
 	if err := checkOnce(newClient(t, n.GRPCAddr()), "k"); status.Code(err) != codes.Unavailable {
@@ -150,12 +133,12 @@ func TestTLSHTTP(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, nil
 	}
-	if code, err := get(p.clientTLS(t, &p.client, p.public.PEM), "https"); err != nil || code != http.StatusOK {
+	if code, err := get(testcerts.ClientConfig(t, p.public.PEM, &p.client), "https"); err != nil || code != http.StatusOK {
 		t.Fatalf("https with a client certificate: %d, %v; want 200", code, err)
 	}
 	// Without one, the handshake passes (for the probes) and the check is
 	// refused: see TestTLSProbesWithoutClientCert.
-	if code, err := get(p.clientTLS(t, nil, p.public.PEM), "https"); err != nil || code != http.StatusUnauthorized {
+	if code, err := get(testcerts.ClientConfig(t, p.public.PEM, nil), "https"); err != nil || code != http.StatusUnauthorized {
 		t.Fatalf("https without a client certificate: %d, %v; want 401", code, err)
 	}
 	if code, err := get(nil, "http"); err == nil && code == http.StatusOK {
@@ -204,34 +187,34 @@ func TestTLSPeerServiceRefusesNonPeers(t *testing.T) {
 		n := startNode(t, func(c *node.Config) {
 			c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = cert, key, p.pubCA
 		})
-		u, s := peerCall(peerConn(t, n.PeerAddr(), p.clientTLS(t, &p.client, p.public.PEM)))
+		u, s := peerCall(peerConn(t, n.PeerAddr(), testcerts.ClientConfig(t, p.public.PEM, &p.client)))
 		if status.Code(u) != codes.PermissionDenied || status.Code(s) != codes.PermissionDenied {
 			t.Fatalf("public client on the peer service: Fetch %v, CheckStream %v; want PermissionDenied", u, s)
 		}
 		if !strings.Contains(u.Error(), `no DNS SAN "sluice-peer"`) {
 			t.Errorf("refusal %q does not say why", u)
 		}
-		u, s = peerCall(peerConn(t, n.PeerAddr(), p.clientTLS(t, &peerOfPublic, p.public.PEM)))
+		u, s = peerCall(peerConn(t, n.PeerAddr(), testcerts.ClientConfig(t, p.public.PEM, &peerOfPublic)))
 		if u != nil || status.Code(s) == codes.PermissionDenied {
 			t.Fatalf("peer on the peer service: Fetch %v, CheckStream %v; want admitted", u, s)
 		}
 	})
 	t.Run("separate CAs", func(t *testing.T) {
 		n := startNode(t, p.mtls)
-		u, s := peerCall(peerConn(t, n.PeerAddr(), p.clientTLS(t, &p.client, p.peer.PEM)))
+		u, s := peerCall(peerConn(t, n.PeerAddr(), testcerts.ClientConfig(t, p.peer.PEM, &p.client)))
 		if status.Code(u) != codes.Unavailable || status.Code(s) != codes.Unavailable {
 			t.Fatalf("public client on the peer service: Fetch %v, CheckStream %v; want refused at the handshake", u, s)
 		}
-		u, _ = peerCall(peerConn(t, n.PeerAddr(), p.clientTLS(t, nil, p.peer.PEM)))
+		u, _ = peerCall(peerConn(t, n.PeerAddr(), testcerts.ClientConfig(t, p.peer.PEM, nil)))
 		if status.Code(u) != codes.Unavailable {
 			t.Fatalf("no certificate on the peer service: Fetch %v; want refused at the handshake", u)
 		}
-		if u, _ = peerCall(peerConn(t, n.PeerAddr(), p.clientTLS(t, &p.peerPair, p.peer.PEM))); u != nil {
+		if u, _ = peerCall(peerConn(t, n.PeerAddr(), testcerts.ClientConfig(t, p.peer.PEM, &p.peerPair))); u != nil {
 			t.Fatalf("peer on the peer service: Fetch %v", u)
 		}
 		// The public port no longer serves the peer service.
 		u, _ = peerCall(peerConn(t, n.GRPCAddr(), func() *tls.Config {
-			c := p.clientTLS(t, &p.client, p.public.PEM)
+			c := testcerts.ClientConfig(t, p.public.PEM, &p.client)
 			c.InsecureSkipVerify = true // the server is the public one, named localhost
 			return c
 		}()))
@@ -252,7 +235,7 @@ func TestTLSClusterForwards(t *testing.T) {
 	tc.waitConverged()
 	cs := make([]*client.Client, 3)
 	for i, n := range tc.nodes {
-		cs[i] = tlsClient(t, p.clientTLS(t, &p.client, p.public.PEM), n.GRPCAddr())
+		cs[i] = tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &p.client), n.GRPCAddr())
 	}
 	// Each of 60 keys checked once through each node, with a limit of 2:
 	// exactly 2 allowed per key, whichever node owns it.

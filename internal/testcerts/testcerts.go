@@ -7,6 +7,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -173,4 +174,21 @@ func serial(t testing.TB) *big.Int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// ClientConfig is a client's TLS configuration that trusts the CAs in
+// roots (PEM) and presents pair (none if nil).
+func ClientConfig(t testing.TB, roots []byte, pair *Pair) *tls.Config {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(roots)
+	cfg := &tls.Config{RootCAs: pool}
+	if pair != nil {
+		c, err := tls.X509KeyPair(pair.Cert, pair.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return cfg
 }
