@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test fuzz fuzz-short bench bench-compare proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
+.PHONY: all build run test fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
 
 all: build
 
@@ -65,14 +65,21 @@ bench:
 	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 100000x ./node/
 	$(GO) test -run '^$$' -bench 'OwnerLoss' -benchtime 1x ./node/
 
-## bench-compare: Sluice (3 nodes) vs Redis + Lua vs a bare gRPC echo on loopback, and Sluice's Envoy
+## bench-compare: Sluice (3 nodes) vs Redis + Lua vs Gubernator v2 (3 nodes) vs a bare gRPC echo on loopback, and Sluice's Envoy
 ## RLS vs envoyproxy/ratelimit + Redis (scenarios f, g: --only rls), in one run; rewrites their
 ## sections of docs/benchmarks.md (installs redis-server if missing; builds the reference: rlsref).
 ## BENCH_FLAGS passes flags, e.g. make bench-compare BENCH_FLAGS='--quick --keys-e 200000'
 BENCH_FLAGS    ?=
-bench-compare: build rlsref
+bench-compare: build rlsref gubref
 	$(GO) build -o $(BIN)/benchcompare ./cmd/benchcompare
-	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice --ratelimit ./$(BIN)/ratelimit $(BENCH_FLAGS)
+	./$(BIN)/benchcompare --sluice ./$(BIN)/sluice --ratelimit ./$(BIN)/ratelimit --gubernator ./$(BIN)/gubernator $(BENCH_FLAGS)
+
+## gubref: Gubernator v2 (the fourth system of bench-compare's a-d) in bin/gubernator, from the
+## nested module tools/gubref (its go.mod pins gubernator-io/gubernator v2.13.0 and its
+## dependencies; the main go.mod stays clean). Not part of CI.
+GUBREF         := tools/gubref
+gubref:
+	cd $(GUBREF) && $(GO) vet . && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/gubernator .
 
 ## rlsref: envoyproxy/ratelimit, the reference of the Envoy RLS conformance suite and bench, in
 ## bin/ratelimit, from the nested module tools/rlsref/reference (its go.mod pins the reference and

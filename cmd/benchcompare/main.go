@@ -47,8 +47,10 @@ type options struct {
 	sluiceBin string
 	// ratelimitBin is envoyproxy/ratelimit (make rlsref), for f and g.
 	ratelimitBin string
-	rlsSVG       string
-	grants       string // the scenarios in which Sluice's client holds grants, e.g. "c"
+	// gubernatorBin is Gubernator v2 (make gubref), for a-d.
+	gubernatorBin string
+	rlsSVG        string
+	grants        string // the scenarios in which Sluice's client holds grants, e.g. "c"
 	// nodeProcs is each Sluice node's GOMAXPROCS (0: Go's default).
 	nodeProcs int
 	flagsText string // the flags given, for the report's command line
@@ -73,7 +75,7 @@ func (o *options) nodeEnv() []string {
 }
 
 // allSystems are the systems, in report order.
-var allSystems = []string{"sluice", "sluice1", "redis", "echo", "ratelimit"}
+var allSystems = []string{"sluice", "sluice1", "redis", "gubernator", "echo", "ratelimit"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -87,9 +89,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.headline, "headline", "bin/bench-compare-headline.md", "the compact headline table, for the README")
 	fs.Int64Var(&o.keysE, "keys-e", 10_000_000, "distinct keys filled into one node in scenario e")
 	only := fs.String("only", "a,b,c,d,e,f,g", "scenarios to run, comma-separated; rls is f,g (Envoy RLS)")
-	systems := fs.String("systems", "sluice,sluice1,redis,echo,ratelimit", "systems to run, comma-separated (sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only)")
+	systems := fs.String("systems", "sluice,sluice1,redis,gubernator,echo,ratelimit", "systems to run, comma-separated (sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only; gubernator: Gubernator v2, 3 nodes, in a-d only)")
 	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
 	fs.StringVar(&o.ratelimitBin, "ratelimit", "bin/ratelimit", "envoyproxy/ratelimit's binary, for f and g (make rlsref)")
+	fs.StringVar(&o.gubernatorBin, "gubernator", "bin/gubernator", "Gubernator v2's binary, for a-d (make gubref)")
 	fs.StringVar(&o.rlsSVG, "rls-svg", "docs/bench-compare-rls-latency.svg", "the RLS scenarios' latency plot (empty: none)")
 	fs.StringVar(&o.grants, "grants", "c", "scenarios in which Sluice's Go client holds local token grants (for hot keys), comma-separated; \"\" for none")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", 1, "GOMAXPROCS of each Sluice node: three nodes share the machine's cores (0: Go's default, all cores)")
@@ -104,7 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Visit(func(f *flag.Flag) {
 		set[f.Name] = true
 		switch {
-		case f.Name == "sluice" || f.Name == "ratelimit":
+		case f.Name == "sluice" || f.Name == "ratelimit" || f.Name == "gubernator":
 		case f.Value.String() == "true":
 			given = append(given, "--"+f.Name)
 		case f.Value.String() == "false":
@@ -122,6 +125,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if abs, err := filepath.Abs(o.ratelimitBin); err == nil {
 		o.ratelimitBin = abs
+	}
+	if abs, err := filepath.Abs(o.gubernatorBin); err == nil {
+		o.gubernatorBin = abs
 	}
 	if o.duration <= 0 {
 		return nil, fmt.Errorf("--duration: must be > 0")

@@ -35,6 +35,12 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 			w("- **%s**: one `redis-server` (no persistence), the usual token bucket as a Lua script (a hash\n", systemName(sys))
 			w("  per key, the client's clock), one EVALSHA per check through go-redis v9 with a pool of one\n")
 			w("  connection per caller.\n")
+		case "gubernator":
+			w("- **%s**: three `bin/gubernator` instances (%s, Gubernator's own daemon built from the\n", systemName(sys), orDash(rep.Machine.Gubernator))
+			w("  Go module proxy by `make gubref`, its defaults but for no tracing and warnings only in the log) in\n")
+			w("  one memberlist cluster on 127.0.0.1, .2 and .3 (it keys peers by IP); one GetRateLimits per call\n")
+			w("  to the instances in turn, as behind a load balancer, each forwarding (batched) to the key's owner;\n")
+			w("  its token bucket of %d per %s, which refills the whole limit once per period.\n", limitN, fmtPeriod(limitPeriod))
 		case "echo":
 			w("- **%s**: a bare gRPC server that answers `sluice.v1.RateLimiter/Check` with a response of\n", systemName(sys))
 			w("  the size of Sluice's without deciding anything (the floor of one gRPC call), one call per check.\n")

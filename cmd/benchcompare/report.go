@@ -40,7 +40,9 @@ type Machine struct {
 	LoadAvg   string `json:"loadavg,omitempty"` // 1, 5 and 15 minutes, at the start
 	Redis     string `json:"redis,omitempty"`
 	Ratelimit string `json:"ratelimit,omitempty"` // envoyproxy/ratelimit's module version
-	Git       string `json:"git,omitempty"`
+	// Gubernator is Gubernator's module version.
+	Gubernator string `json:"gubernator,omitempty"`
+	Git        string `json:"git,omitempty"`
 }
 
 // ScenarioInfo is a load scenario as run.
@@ -105,6 +107,8 @@ func systemName(sys string) string {
 		return "gRPC echo"
 	case "ratelimit":
 		return "envoyproxy/ratelimit + Redis"
+	case "gubernator":
+		return "Gubernator v2 (3 nodes)"
 	}
 	return sys
 }

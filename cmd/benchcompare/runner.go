@@ -26,6 +26,9 @@ type runner struct {
 	echo       *child
 	echoAddr   string
 	echoErr    error
+	// gub is Gubernator's 3 instances, for a-d.
+	gub    []*gubNode
+	gubErr error
 	// ref is envoyproxy/ratelimit (with redis as its store), for f and g.
 	ref     *child
 	refAddr string
@@ -61,11 +64,12 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		Limit:       fmt.Sprintf("%d per %s, burst %d (token bucket)", limitN, fmtPeriod(limitPeriod), limitBurst),
 	}
 	var loadScenarios []scenario
-	rls := false
+	rls, other := false, false
 	for _, sc := range scenarios {
 		if r.o.only[sc.ID] {
 			loadScenarios = append(loadScenarios, sc)
 			rls = rls || sc.RLS
+			other = other || !sc.RLS
 		}
 	}
 	if r.want("redis") || (rls && r.want("ratelimit")) {
@@ -76,12 +80,18 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		r.rep.Machine.Ratelimit = referenceVersion(r.o.ratelimitBin)
 		r.rep.RLSConfig = rlsConfigYAML()
 	}
+	if other && r.want("gubernator") {
+		r.rep.Machine.Gubernator = gubernatorVersion(r.o.gubernatorBin)
+	}
 	if len(loadScenarios) > 0 {
 		if r.want("sluice") {
 			r.startSluiceCluster(ctx, rls)
 		}
 		if rls && r.want("sluice1") {
 			r.startSluiceOne(ctx)
+		}
+		if other && r.want("gubernator") {
+			r.startGubernator(ctx)
 		}
 		if r.want("echo") {
 			r.startEcho(ctx)
@@ -122,10 +132,13 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 	if r.ref != nil {
 		wg.Go(func() { r.ref.Stop(5 * time.Second) })
 	}
+	for _, n := range r.gub {
+		wg.Go(func() { n.child.Stop(5 * time.Second) })
+	}
 	wg.Wait()
 	if r.o.only["e"] {
 		for _, sys := range r.o.systems {
-			if sys == "echo" || sys == "ratelimit" || sys == "sluice1" {
+			if !remembers(sys) {
 				continue
 			}
 			if err := ctx.Err(); err != nil {

@@ -37,13 +37,17 @@ type scenario struct {
 // runs reports whether sys takes part in the scenario: the RLS scenarios
 // compare Sluice (3 nodes, and 1 node as the reference's one process)
 // with envoyproxy/ratelimit (and the echo's RLS), the others Sluice with
-// Redis + Lua and the echo.
+// Redis + Lua, Gubernator and the echo.
 func (sc scenario) runs(sys string) bool {
 	if sc.RLS {
 		return sys == "sluice" || sys == "sluice1" || sys == "ratelimit" || sys == "echo"
 	}
 	return sys != "ratelimit" && sys != "sluice1"
 }
+
+// remembers reports whether sys takes part in scenario e (one node's
+// memory at 10M keys): Sluice and Redis.
+func remembers(sys string) bool { return sys == "sluice" || sys == "redis" }
 
 var scenarios = []scenario{
 	{ID: "a", Title: "1,000 keys uniform, 8 callers, closed loop", Short: "1,000 keys, 8 callers",

@@ -134,6 +134,15 @@ func (r *runner) servers(sys string) ([]*child, error) {
 			return nil, r.refErr
 		}
 		return []*child{r.ref, r.redis}, nil
+	case "gubernator":
+		if r.gubErr != nil {
+			return nil, r.gubErr
+		}
+		var cs []*child
+		for _, n := range r.gub {
+			cs = append(cs, n.child)
+		}
+		return cs, nil
 	}
 	return nil, fmt.Errorf("unknown system %q", sys)
 }
@@ -162,6 +171,8 @@ func (r *runner) newTarget(ctx context.Context, sc scenario, sys string) (bench.
 		return t, nil
 	case "echo":
 		return newEchoTarget(r.echoAddr, limitN, limitBurst, limitPeriod)
+	case "gubernator":
+		return newGubTarget(r.gub, limitN, limitPeriod)
 	}
 	return nil, fmt.Errorf("unknown system %q", sys)
 }

@@ -15,6 +15,9 @@ func writeMachine(b *strings.Builder, rep *Report) {
 	w("| Go | %s %s |\n", mc.GoVersion, mc.OSArch)
 	w("| load average at the start | %s |\n", orDash(mc.LoadAvg))
 	w("| Redis | %s |\n", orDash(mc.Redis))
+	if mc.Gubernator != "" {
+		w("| Gubernator | %s |\n", mc.Gubernator)
+	}
 	if mc.Ratelimit != "" {
 		w("| envoyproxy/ratelimit | %s |\n", mc.Ratelimit)
 	}

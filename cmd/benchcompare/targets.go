@@ -133,6 +133,7 @@ func evaluateTargets(rep *Report) []Target {
 		ts = append(ts, Target{sc, n, fmt.Sprintf("%.2f vs %.2f CPU s (%.2f×)", s.CPUPerMillion, r.CPUPerMillion,
 			s.CPUPerMillion/r.CPUPerMillion), judge(s.CPUPerMillion <= r.CPUPerMillion)})
 	}
+	ts = append(ts, gubTargets(rep)...)
 	return append(ts, rlsTargets(rep)...)
 }
 
