@@ -9,12 +9,12 @@ import (
 func renderSection(rep *Report, targets []Target, svgLink string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("## Sluice vs Redis + Lua vs gRPC echo (`make bench-compare`)\n\n")
+	w("## Sluice vs Redis + Lua vs Gubernator vs gRPC echo (`make bench-compare`)\n\n")
 	w("Written by `make bench-compare` on %s; the command rewrites everything between the\n", rep.Date.Format("2006-01-02 15:04 MST"))
 	w("`bench-compare` markers, so edit `cmd/benchcompare` rather than this text.\n\n")
 	writeMachine(&b, rep)
 	w("Every key's limit is %s. Each run of (a)–(d) lasts %s.\n", rep.Limit, fmtSeconds(rep.DurationSec))
-	w("All three systems run on loopback on this machine and are loaded one at a time (the others\n")
+	w("All the systems run on loopback on this machine and are loaded one at a time (the others\n")
 	w("idle), by the same load generator (`internal/bench`) in the command's own process, scenario by\n")
 	w("scenario.\n\n")
 	for _, sys := range rep.Systems {
