@@ -199,6 +199,40 @@ func (c *Cluster) Run(ctx context.Context) error {
 			return nil
 		case <-c.changed:
 		}
+		if !c.settle(ctx) {
+			return nil
+		}
+	}
+}
+
+// settleMaxFactor bounds the wait of settle: a membership that keeps
+// changing is delivered after settleMaxFactor times Config.Settle.
+const settleMaxFactor = 10
+
+// settle waits, after a change, until the membership has not changed for
+// Config.Settle, or for settleMaxFactor times that at most (see
+// Config.Settle). It reports false once Run must return.
+func (c *Cluster) settle(ctx context.Context) bool {
+	if c.cfg.Settle <= 0 {
+		return true
+	}
+	limit := time.NewTimer(settleMaxFactor * c.cfg.Settle)
+	defer limit.Stop()
+	quiet := time.NewTimer(c.cfg.Settle)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.done:
+			return false
+		case <-limit.C:
+			return true
+		case <-quiet.C:
+			return true
+		case <-c.changed:
+			quiet.Reset(c.cfg.Settle)
+		}
 	}
 }
 

@@ -122,6 +122,9 @@ func TestJoinRetriesUntilSeedIsUp(t *testing.T) {
 		return converged([]*testNode{a, b}, []*testNode{a, b}, nil)
 	})
 	t.Logf("converged %v after the seed came up", d.Round(time.Millisecond))
+	// The push/pull that makes b see a happens inside memberlist's Join,
+	// before Join returns and b logs it: wait for the log line.
+	waitFor(t, 5*time.Second, "b logs its join", func() bool { return b.logs.count("cluster: joined") >= 1 })
 	if b.logs.count("cluster: joined") != 1 {
 		t.Fatalf("b logged %d joins", b.logs.count("cluster: joined"))
 	}
@@ -352,5 +355,32 @@ func TestDuplicateNameIsIgnored(t *testing.T) {
 	waitFor(t, 5*time.Second, "the conflict is reported", func() bool { return b.logs.count(msg) > 0 })
 	if m, _ := b.Snapshot().Member("a"); m.GossipAddr != a.GossipAddr() {
 		t.Fatalf("b lists a at %s, want the first one's %s (the impostor is at %s)", m.GossipAddr, a.GossipAddr(), impostor.GossipAddr())
+	}
+}
+
+// A node joining a cluster of 6 through one seed learns the members in one
+// push/pull, one NotifyJoin at a time: OnChange still gets them in one
+// snapshot (Config.Settle), never a ring with only some of them, which
+// would make the joiner serve keys without their counters.
+func TestJoinDeliversTheWholeMembership(t *testing.T) {
+	const size = 6
+	nodes, _ := startChain(t, size)
+	waitFor(t, 10*time.Second, "the chain converges", func() bool { return converged(nodes, nodes, nil) })
+	for round := 0; round < 3; round++ {
+		j := startNode(t, localConfig(fmt.Sprintf("joiner-%d", round), nodes[round].GossipAddr()))
+		waitFor(t, 10*time.Second, "the joiner's OnChange lists everyone", func() bool {
+			got := j.received()
+			return len(got) > 0 && len(got[len(got)-1].Members) == size+1
+		})
+		for i, s := range j.received() {
+			if n := len(s.Members); n > 1 && n != size+1 {
+				t.Fatalf("round %d: snapshot %d of the joiner lists %d members, want 1 or %d", round, i, n, size+1)
+			}
+		}
+		if err := j.Leave(2 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		j.stop()
+		waitFor(t, 10*time.Second, "the joiner is gone", func() bool { return converged(nodes, nodes, nil) })
 	}
 }

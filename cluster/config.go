@@ -37,6 +37,9 @@ const (
 	// DefaultRejoin is the interval at which seeds that are not members
 	// are contacted again.
 	DefaultRejoin = 30 * time.Second
+	// DefaultSettle is how long the membership must stay unchanged before
+	// Run delivers a new snapshot.
+	DefaultSettle = 50 * time.Millisecond
 )
 
 // Config configures a Cluster. Start from LANConfig or LocalConfig and
@@ -102,6 +105,16 @@ type Config struct {
 	// must not call Run.
 	OnChange func(Snapshot)
 
+	// Settle is how long Run waits, after a membership change, for the
+	// membership to stop changing before it delivers the new snapshot to
+	// OnChange: a push/pull (a join above all) reports the members it
+	// brings one at a time, and a snapshot taken halfway would give a
+	// joining node a ring without some of the members, whose keys it would
+	// then serve without their counters. A burst that keeps changing is
+	// delivered after at most 10 times Settle. Zero means DefaultSettle; a
+	// negative value delivers every change at once.
+	Settle time.Duration
+
 	// GossipKeyFile, if not empty, turns on gossip encryption: the file
 	// holds the keyring, one base64 AES key per line, the first the
 	// primary that encrypts, every one accepted for decryption (see
@@ -135,6 +148,7 @@ func LANConfig(name string) Config {
 		BindAddr:  net.JoinHostPort("0.0.0.0", strconv.Itoa(DefaultPort)),
 		JoinRetry: DefaultJoinRetry,
 		Rejoin:    DefaultRejoin,
+		Settle:    DefaultSettle,
 		Preset:    PresetLAN,
 	}
 }
@@ -148,6 +162,7 @@ func LocalConfig(name string) Config {
 		BindAddr:  "127.0.0.1:0",
 		JoinRetry: 200 * time.Millisecond,
 		Rejoin:    2 * time.Second,
+		Settle:    20 * time.Millisecond,
 		Preset:    PresetLocal,
 	}
 }
@@ -189,6 +204,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeyDebounce == 0 {
 		c.KeyDebounce = DefaultKeyDebounce
+	}
+	if c.Settle == 0 {
+		c.Settle = DefaultSettle
 	}
 	if c.Join != nil {
 		c.Join = append([]string(nil), c.Join...)

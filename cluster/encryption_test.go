@@ -132,6 +132,14 @@ func TestKeyRotation(t *testing.T) {
 		nodes = append(nodes, startNode(t, cfg))
 	}
 	waitFor(t, 10*time.Second, "3 nodes with key 1 join", func() bool { return converged(nodes, nodes, meta) })
+	waitFor(t, 2*time.Second, "every OnChange lists the 3 (after Config.Settle)", func() bool {
+		for _, n := range nodes {
+			if got := n.received(); len(got) == 0 || len(got[len(got)-1].Members) != 3 {
+				return false
+			}
+		}
+		return true
+	})
 	since := make([]int, len(nodes)) // each node's snapshots from here on must list all 3
 	for i, n := range nodes {
 		since[i] = len(n.received()) - 1
