@@ -36,6 +36,9 @@
 //     that owner already. If its ring names the sender itself (a leaver, or
 //     a sender on a ring ahead of this one), it adopts the keys and decides
 //     them here until its ring changes: the sender has let go of them.
+//     HandOff acknowledges no partition of an adopted key, and adopting
+//     waits while HandOff sends its acknowledgements, so a sender whose
+//     ring gives it the key back fetches it from the adopter.
 //  4. Deciding a key the ring gives to another node (fetch.go). A forwarded
 //     check whose hop budget is spent is decided where it lands, even if
 //     that node's ring names another owner (the rings disagree); if the key

@@ -111,9 +111,24 @@ func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []stor
 			return 0, err
 		}
 	}
+	// Adopting states and HandOff's acknowledgements exclude each other
+	// (see handOffTo); passing states on, a peer call, is left outside. A
+	// call with acknowledgements only adopts nothing and must not wait:
+	// two nodes acknowledging to each other at once would each hold up
+	// the other.
+	if len(entries) > 0 {
+		l.adopting.RLock()
+	}
 	v, refused, err := l.accept(from, entries, donePartitions)
+	var onward map[string][]uint64
 	if err == nil {
-		l.passOn(ctx, v, from, entries)
+		onward = l.adopt(v, from, entries)
+	}
+	if len(entries) > 0 {
+		l.adopting.RUnlock()
+	}
+	if err == nil {
+		l.passOn(ctx, v, onward)
 	}
 	return refused, err
 }
@@ -279,10 +294,22 @@ func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, e
 	if err := ctx.Err(); err != nil {
 		return moved, nil, err
 	}
-	// Tell every owner which partitions this node has finished with.
+	// Tell every owner which partitions this node has finished with, but
+	// for those of keys it has adopted: their owner on r handed them here
+	// (its ring disagreed) and must fetch them from here when its ring
+	// gives them back to it. No state is adopted while the
+	// acknowledgements are worked out and sent: one adopted after they
+	// were worked out would otherwise be covered by them, and the owner
+	// would count it afresh. An adoption that waits for them is followed
+	// by the owner forgetting them (acks.forget), once the handoff that
+	// brought the state returns.
+	l.adopting.Lock()
+	defer l.adopting.Unlock()
+	held := map[int]bool{}
+	l.adopted.each(func(k uint64) { held[r.Partition(k)] = true })
 	done := map[string][]int{}
 	for p := 0; p < r.PartitionCount(); p++ {
-		if m, ok := r.PartitionOwner(p); ok && m.Name != l.name && failed[m.Name] == nil {
+		if m, ok := r.PartitionOwner(p); ok && m.Name != l.name && failed[m.Name] == nil && !held[p] {
 			done[m.Name] = append(done[m.Name], p)
 		}
 	}

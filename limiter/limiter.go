@@ -42,6 +42,7 @@ type Limiter struct {
 	handoffMu    sync.Mutex // serializes HandOff
 	leaving      atomic.Bool
 	accepting    sync.RWMutex // AcceptHandoff (read) against SetLeaving (write)
+	adopting     sync.RWMutex // AcceptHandoff with states (read) against HandOff's acknowledgements (write)
 	grants       *grant.Holder
 	metrics      *metrics
 }

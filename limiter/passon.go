@@ -9,24 +9,20 @@ import (
 	"github.com/sluice-rl/sluice/store"
 )
 
-// passOn places the states this node was just pushed by from that its own
-// ring does not give it: the sender's ring is behind or ahead of this one.
-//
-// States the ring gives a third node are passed on to it: this node may
-// have acknowledged their partitions to that node already, which would
-// then count the keys afresh; passing them on before the push is answered
-// closes that gap. A key already being passed on by this node stays here
-// (the rings on the way disagree in a circle, and it must stop somewhere).
+// adopt sorts the states this node was just pushed by from that its own
+// ring does not give it (the sender's ring is behind or ahead of this
+// one), and returns those to pass on (see passOn), by owner, claimed.
 //
 // States the ring gives back to from are adopted: from has let go of
 // them, so this node decides those keys itself until its ring changes or
 // the keys are fetched (from forgot this node's acknowledgements of them
-// when it pushed them, so it fetches them if it comes to own them).
-func (l *Limiter) passOn(ctx context.Context, v *view, from string, entries []store.Entry) {
+// when it pushed them, and HandOff acknowledges no partition of an
+// adopted key, so from fetches them if it comes to own them).
+func (l *Limiter) adopt(v *view, from string, entries []store.Entry) map[string][]uint64 {
 	if v == nil || v.ring == nil || l.peers == nil || len(entries) == 0 {
-		return
+		return nil
 	}
-	groups := map[string][]uint64{}
+	var groups map[string][]uint64
 	for _, e := range entries {
 		to, mine := v.owner(l.name, e.Key)
 		if mine {
@@ -39,8 +35,21 @@ func (l *Limiter) passOn(ctx context.Context, v *view, from string, entries []st
 		if !l.passing.claim(e.Key) {
 			continue
 		}
+		if groups == nil {
+			groups = map[string][]uint64{}
+		}
 		groups[to.Name] = append(groups[to.Name], e.Key)
 	}
+	return groups
+}
+
+// passOn passes the states adopt set aside to their owner on this node's
+// ring: this node may have acknowledged their partitions to that node
+// already, which would then count the keys afresh; passing them on before
+// the push is answered closes that gap. A key already being passed on by
+// this node stays here (the rings on the way disagree in a circle, and it
+// must stop somewhere).
+func (l *Limiter) passOn(ctx context.Context, v *view, groups map[string][]uint64) {
 	for name, keys := range groups {
 		to, _ := v.ring.Member(name)
 		l.passOnTo(ctx, v.ring, to, keys)
@@ -106,6 +115,19 @@ func (s *keySet) has(k uint64) bool {
 	defer s.mu.Unlock()
 	_, ok := s.m[k]
 	return ok
+}
+
+// each calls f for every key in the set, holding the set's lock: f must
+// not use the set.
+func (s *keySet) each(f func(k uint64)) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.m {
+		f(k)
+	}
 }
 
 // release removes keys.

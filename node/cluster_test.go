@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -47,6 +49,9 @@ func (tc *testCluster) addWith(name string, mutate func(*node.Config)) *node.Nod
 		mutate(&cfg)
 	}
 	cfg.Clock = tc.clk.Now
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
+	}
 	if tc.seed != "" {
 		cfg.Join = []string{tc.seed}
 	}
