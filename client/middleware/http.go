@@ -35,7 +35,8 @@ type HTTPConfig struct {
 	// Client is the Sluice client the checks go through; required.
 	Client *client.Client
 	// Rules are checked together, in one call, for each request; at least
-	// one. A request is denied when any applicable rule denies it.
+	// one. A request is denied when any applicable rule denies it, and every
+	// applicable rule spends its cost, even when another denies.
 	Rules []HTTPRule
 	// FailMode is what happens to requests Sluice cannot decide; required
 	// (FailOpen or FailClosed).
