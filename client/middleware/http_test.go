@@ -222,3 +222,42 @@ func TestNewHTTPConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// Route keys by the matched pattern, inside the mux (r.Pattern) or
+// around it (the mux is asked); a request matching nothing has no key.
+func TestRoute(t *testing.T) {
+	c := newClient(t)
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	newMW := func(name string, mux *http.ServeMux) func(http.Handler) http.Handler {
+		mw, err := middleware.NewHTTP(middleware.HTTPConfig{Client: c, FailMode: middleware.FailClosed,
+			Rules: []middleware.HTTPRule{{Name: name, Key: middleware.Route(mux), Limit: perMinute(1)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mw
+	}
+	inside := http.NewServeMux()
+	inside.Handle("GET /items/{id}", newMW("route-in", nil)(ok))
+	outside := http.NewServeMux()
+	outside.Handle("GET /items/{id}", ok)
+	wrapped := newMW("route-out", outside)(outside)
+	for _, tc := range []struct {
+		h         http.Handler
+		path      string
+		status    int
+		rateLimit string
+	}{
+		{inside, "/items/1", 200, `"route-in";r=0;t=60`},
+		{inside, "/items/2", 429, `"route-in";r=0;t=60`}, // one pattern, one key
+		{wrapped, "/items/1", 200, `"route-out";r=0;t=60`},
+		{wrapped, "/items/2", 429, `"route-out";r=0;t=60`},
+		{wrapped, "/nothing", 404, ""},
+		{wrapped, "/nothing", 404, ""},
+	} {
+		w := httptest.NewRecorder()
+		tc.h.ServeHTTP(w, httptest.NewRequest("GET", tc.path, nil))
+		if w.Code != tc.status || w.Header().Get("RateLimit") != tc.rateLimit {
+			t.Errorf("%s: %d %q, want %d %q", tc.path, w.Code, w.Header().Get("RateLimit"), tc.status, tc.rateLimit)
+		}
+	}
+}

@@ -19,6 +19,9 @@ import (
 // share; each test uses its own rule names, so their keys do not meet.
 var sluiceAddr string
 
+// sluiceHTTP is the address of that node's HTTP API.
+var sluiceHTTP string
+
 func TestMain(m *testing.M) {
 	code := run(m)
 	if code == 0 {
@@ -52,7 +55,7 @@ func run(m *testing.M) int {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	sluiceAddr = n.GRPCAddr()
+	sluiceAddr, sluiceHTTP = n.GRPCAddr(), n.HTTPAddr()
 	return m.Run()
 }
 
