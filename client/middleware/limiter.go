@@ -26,7 +26,9 @@ const maxKeyBytes = 1024
 // cannot decide it: the nodes are unreachable or the call timed out, or a
 // node could not evaluate a rule's item (e.g. an unknown policy, a full
 // store). There is no default: the zero value is refused by the
-// constructors, so each service chooses.
+// constructors, so each service chooses. Either way a request waits for
+// Sluice at most its context's deadline or, without one, the client's
+// Config.Timeout (2s by default): set it to what a request may spend.
 type FailMode int
 
 // The failure modes.
