@@ -1,11 +1,14 @@
 package middleware
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // ClientIPConfig says which addresses of a request's forwarding headers to
@@ -62,6 +65,38 @@ type clientIP struct {
 // It fails on a TrustedProxies entry that is not an address or CIDR, a
 // Header other than the two, or a negative bound; errors wrap ErrConfig.
 func ClientIP(cfg ClientIPConfig) (HTTPKeyFunc, error) {
+	c, err := newClientIP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c.key, nil
+}
+
+// GRPCClientIP is ClientIP for gRPC calls: the immediate peer is the call's
+// peer (as PeerIP reads it), and the forwarding header is the incoming
+// metadata of the same name in lower case, x-forwarded-for or forwarded,
+// which proxies such as Envoy set on gRPC requests too.
+func GRPCClientIP(cfg ClientIPConfig) (GRPCKeyFunc, error) {
+	c, err := newClientIP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.ToLower(c.header)
+	peerKey := PeerIP()
+	return func(ctx context.Context, method string) (string, bool) {
+		key, ok := peerKey(ctx, method)
+		peer, perr := netip.ParseAddr(key)
+		if !ok || perr != nil || !c.isTrusted(peer) {
+			return key, ok
+		}
+		if a, ok := c.fromHeader(metadata.ValueFromIncomingContext(ctx, name)); ok {
+			return a.String(), true
+		}
+		return key, true
+	}, nil
+}
+
+func newClientIP(cfg ClientIPConfig) (*clientIP, error) {
 	c := &clientIP{maxBytes: cfg.MaxBytes, maxHops: cfg.MaxHops}
 	for i, s := range cfg.TrustedProxies {
 		p, err := parsePrefix(s)
@@ -87,7 +122,7 @@ func ClientIP(cfg ClientIPConfig) (HTTPKeyFunc, error) {
 	if c.maxHops == 0 {
 		c.maxHops = 16
 	}
-	return c.key, nil
+	return c, nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {

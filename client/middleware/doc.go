@@ -4,10 +4,10 @@
 // Each request is checked against a set of rules in one Check call: a rule
 // is a limit (an inline client.Limit or a policy configured on the nodes)
 // and a key function that extracts the request's key, from a header, the
-// client IP (behind trusted proxies, see ClientIP), the route pattern,
-// gRPC metadata, the peer or the method, or several joined. Layered limits
-// are several rules: per IP and per API key, say, and the request is
-// denied when any of them denies it.
+// client IP (behind trusted proxies, see ClientIP and GRPCClientIP), the
+// route pattern, gRPC metadata, the peer or the method, or several joined.
+// Layered limits are several rules: per IP and per API key, say, and the
+// request is denied when any of them denies it.
 //
 //	c, err := client.New(client.Config{Addrs: []string{"sluice:8081"}})
 //	ip, err := middleware.ClientIP(middleware.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}})

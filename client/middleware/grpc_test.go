@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/client"
@@ -217,6 +219,49 @@ func TestNewGRPCConfigErrors(t *testing.T) {
 		g, err := middleware.NewGRPC(tc.cfg)
 		if !errors.Is(err, middleware.ErrConfig) || g != nil {
 			t.Errorf("%s: NewGRPC = %v, %v; want nil and an ErrConfig", tc.name, g != nil, err)
+		}
+	}
+}
+
+// GRPCClientIP reads x-forwarded-for metadata only from a trusted peer.
+func TestGRPCClientIP(t *testing.T) {
+	f, err := middleware.GRPCClientIP(middleware.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := middleware.GRPCClientIP(middleware.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}, Header: "Forwarded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := middleware.GRPCClientIP(middleware.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/99"}}); !errors.Is(err, middleware.ErrConfig) {
+		t.Errorf("bad CIDR: %v, want an ErrConfig", err)
+	}
+	call := func(addr net.Addr, kv ...string) context.Context {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(kv...))
+		if addr == nil {
+			return ctx
+		}
+		return peer.NewContext(ctx, &peer.Peer{Addr: addr})
+	}
+	tcp := func(s string) net.Addr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s)) }
+	for _, tc := range []struct {
+		name string
+		key  middleware.GRPCKeyFunc
+		ctx  context.Context
+		want string
+		ok   bool
+	}{
+		{"untrusted peer", f, call(tcp("198.51.100.7:1"), "x-forwarded-for", "203.0.113.9"), "198.51.100.7", true},
+		{"trusted peer", f, call(tcp("10.0.0.1:1"), "x-forwarded-for", "1.1.1.1, 203.0.113.9, 10.0.0.2"), "203.0.113.9", true},
+		{"trusted peer, garbage", f, call(tcp("10.0.0.1:1"), "x-forwarded-for", "nope"), "10.0.0.1", true},
+		{"IPv4-mapped peer", f, call(tcp("[::ffff:10.0.0.1]:1"), "x-forwarded-for", "2001:db8::1"), "2001:db8::1", true},
+		{"forwarded", fwd, call(tcp("10.0.0.1:1"), "forwarded", `for="[2001:db8::2]:1"`, "x-forwarded-for", "203.0.113.9"), "2001:db8::2", true},
+		{"unix peer", f, call(&net.UnixAddr{Name: "/run/s.sock", Net: "unix"}, "x-forwarded-for", "203.0.113.9"), "/run/s.sock", true},
+		{"no peer", f, call(nil, "x-forwarded-for", "203.0.113.9"), "", false},
+	} {
+		got, ok := tc.key(tc.ctx, checkMethod)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }
