@@ -20,7 +20,7 @@ func TestHeadersAgreeWithHTTPAPI(t *testing.T) {
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	names := []string{"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"}
 	for i, want := range []int{200, 200, 429} {
-		resp, err := http.Get("http://" + sluiceHTTP + "/v1/check?key=agree&limit=2&period=1m")
+		resp, err := http.Get("http://" + sluiceHTTP() + "/v1/check?key=agree&limit=2&period=1m")
 		if err != nil {
 			t.Fatal(err)
 		}

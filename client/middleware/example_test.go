@@ -22,7 +22,7 @@ import (
 // Two requests a minute per client IP, behind a proxy at 10.0.0.0/8 that
 // sets X-Forwarded-For; the third request is denied.
 func ExampleNewHTTP() {
-	c, err := client.New(client.Config{Addrs: []string{sluiceAddr}}) // a Sluice node's gRPC address
+	c, err := client.New(client.Config{Addrs: []string{sluiceAddr()}}) // a Sluice node's gRPC address
 	if err != nil {
 		panic(err)
 	}
@@ -91,7 +91,7 @@ func ExampleClientIP() {
 // One call an hour per method, on a gRPC server; the second call fails
 // with ResourceExhausted and says when to retry and which quota it hit.
 func ExampleNewGRPC() {
-	c, err := client.New(client.Config{Addrs: []string{sluiceAddr}}) // a Sluice node's gRPC address
+	c, err := client.New(client.Config{Addrs: []string{sluiceAddr()}}) // a Sluice node's gRPC address
 	if err != nil {
 		panic(err)
 	}

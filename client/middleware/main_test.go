@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,16 +15,26 @@ import (
 	"github.com/sluice-rl/sluice/node"
 )
 
-// sluiceAddr is the gRPC address of the real Sluice node (node.New, as in
-// production, on :0 ports) that the tests and examples of this package
-// share; each test uses its own rule names, so their keys do not meet.
-var sluiceAddr string
-
-// sluiceHTTP is the address of that node's HTTP API.
-var sluiceHTTP string
+// testNode is the real Sluice node (node.New, as in production, on :0
+// ports) that the tests and examples of this package share, started by
+// the first that needs it (fuzz workers and the key function tests never
+// do); each test uses its own rule names, so their keys do not meet.
+var testNode struct {
+	once   sync.Once
+	n      *node.Node
+	cancel context.CancelFunc
+	done   chan error
+}
 
 func TestMain(m *testing.M) {
-	code := run(m)
+	code := m.Run()
+	if testNode.n != nil {
+		testNode.cancel()
+		if err := <-testNode.done; err != nil {
+			fmt.Fprintln(os.Stderr, "node: Run:", err)
+			code = 1
+		}
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -33,36 +44,37 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func run(m *testing.M) int {
-	n, err := node.New(node.LocalConfig("mw"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "node.New:", err)
-		return 1
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "node: Run:", err)
+// startNode starts the test node once and waits until it is ready; it
+// panics if it cannot (tests and examples alike need it).
+func startNode() *node.Node {
+	testNode.once.Do(func() {
+		n, err := node.New(node.LocalConfig("mw"))
+		if err != nil {
+			panic(fmt.Sprintf("node.New: %v", err))
 		}
-	}()
-	for deadline := time.Now().Add(15 * time.Second); !n.Ready(); {
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "the node did not become ready in 15s")
-			return 1
+		ctx, cancel := context.WithCancel(context.Background())
+		testNode.n, testNode.cancel, testNode.done = n, cancel, make(chan error, 1)
+		go func() { testNode.done <- n.Run(ctx) }()
+		for deadline := time.Now().Add(15 * time.Second); !n.Ready(); {
+			if time.Now().After(deadline) {
+				panic("the test node did not become ready in 15s")
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	sluiceAddr, sluiceHTTP = n.GRPCAddr(), n.HTTPAddr()
-	return m.Run()
+	})
+	return testNode.n
 }
+
+// sluiceAddr is the gRPC address of the test node.
+func sluiceAddr() string { return startNode().GRPCAddr() }
+
+// sluiceHTTP is the address of the test node's HTTP API.
+func sluiceHTTP() string { return startNode().HTTPAddr() }
 
 // newClient is a client of the test node, closed when t ends.
 func newClient(t testing.TB) *client.Client {
 	t.Helper()
-	return clientOf(t, sluiceAddr, 10*time.Second)
+	return clientOf(t, sluiceAddr(), 10*time.Second)
 }
 
 // unreachableClient is a client of a closed port: no Sluice answers it.
