@@ -96,6 +96,7 @@ func GRPCClientIP(cfg ClientIPConfig) (GRPCKeyFunc, error) {
 	}, nil
 }
 
+// newClientIP checks cfg and applies its defaults.
 func newClientIP(cfg ClientIPConfig) (*clientIP, error) {
 	c := &clientIP{maxBytes: cfg.MaxBytes, maxHops: cfg.MaxHops}
 	for i, s := range cfg.TrustedProxies {
@@ -125,6 +126,8 @@ func newClientIP(cfg ClientIPConfig) (*clientIP, error) {
 	return c, nil
 }
 
+// parsePrefix parses a CIDR or a single address (a /32 or /128), IPv4 in
+// IPv6 as IPv4.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
