@@ -32,7 +32,7 @@ test:
 FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit \
 	policy:FuzzParse rls:FuzzParse \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults \
-	cluster:FuzzDecodeMeta cluster:FuzzParseGossipKeys
+	cluster:FuzzDecodeMeta cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP
 FUZZ_PKGS      := $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))
 FUZZTIME       ?= 2s
 

@@ -2,9 +2,8 @@ package api
 
 import (
 	"net/http"
-	"strconv"
-	"time"
 
+	"github.com/sluice-rl/sluice/internal/rlheader"
 	"github.com/sluice-rl/sluice/limiter"
 )
 
@@ -17,24 +16,11 @@ import (
 // then the first). Items that could not be evaluated (Result.Err) are
 // skipped; when every item failed, no RateLimit headers are sent.
 //
-// The headers, for a policy "api" of 100 per minute with 99 left, full again
-// in 600ms:
-//
-//	RateLimit-Policy: "api";q=100;w=60
-//	RateLimit: "api";r=99;t=1
-//	RateLimit-Limit: 100
-//	RateLimit-Remaining: 99
-//	RateLimit-Reset: 1
-//
-// RateLimit-Policy and RateLimit follow the IETF httpapi ratelimit-headers
-// draft (structured fields): the item is the policy name, "default" for an
-// inline limit; q is the limit (the capacity that applied: the burst of a
-// token bucket), w the period in whole seconds rounded up (at least 1;
-// absent for a concurrency limit, which has no window), r the units
-// remaining and t the seconds until the state is full again, rounded up.
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset are the older,
-// widely implemented form. A deny also carries Retry-After: retry_after in
-// whole seconds rounded up, so at least 1 when there is anything to wait.
+// The format (RateLimit-Policy and RateLimit from the IETF httpapi
+// ratelimit-headers draft, the older RateLimit-Limit, -Remaining and
+// -Reset, and Retry-After on a deny) is internal/rlheader's, which
+// the client's HTTP middleware shares; the item is the policy name,
+// "default" for an inline limit.
 
 // mostRestrictive returns the index of the item the headers describe, or -1.
 func mostRestrictive(results []limiter.Result) int {
@@ -53,16 +39,14 @@ func mostRestrictive(results []limiter.Result) int {
 
 // moreRestrictive reports whether a is strictly more restrictive than b.
 func moreRestrictive(a, b *limiter.Result) bool {
-	if a.Allowed != b.Allowed {
-		return !a.Allowed
-	}
-	if !a.Allowed && a.RetryAfter != b.RetryAfter {
-		return a.RetryAfter > b.RetryAfter
-	}
-	if a.Remaining != b.Remaining {
-		return a.Remaining < b.Remaining
-	}
-	return a.ResetAfter > b.ResetAfter
+	ha, hb := headerItem(a), headerItem(b)
+	return rlheader.MoreRestrictive(&ha, &hb)
+}
+
+// headerItem is what the headers say of r.
+func headerItem(r *limiter.Result) rlheader.Item {
+	return rlheader.Item{Name: r.Policy, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
+		Period: r.Period, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter}
 }
 
 // setRateLimitHeaders sets the RateLimit headers (and Retry-After on a
@@ -72,66 +56,6 @@ func setRateLimitHeaders(h http.Header, results []limiter.Result) {
 	if i < 0 {
 		return
 	}
-	r := &results[i]
-	name := r.Policy
-	if name == "" {
-		name = "default"
-	}
-	remaining := max(r.Remaining, 0)
-	reset := ceilSeconds(r.ResetAfter)
-
-	b := make([]byte, 0, 64)
-	b = appendSFString(b, name)
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, r.Limit, 10)
-	if r.Period > 0 {
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, max(ceilSeconds(r.Period), 1), 10)
-	}
-	h.Set("RateLimit-Policy", string(b))
-
-	b = appendSFString(b[:0], name)
-	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, remaining, 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, reset, 10)
-	h.Set("RateLimit", string(b))
-
-	h.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
-	h.Set("RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-	h.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
-	if !r.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(r.RetryAfter), 10))
-	}
-}
-
-// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
-// appendSFString appends s as a structured-field string (RFC 9651 §3.3.3):
-// quoted, with " and \ escaped. Characters a structured string cannot hold
-// (controls, non-ASCII) become '?'; policy names never contain them.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
+	it := headerItem(&results[i])
+	rlheader.Set(h, &it)
 }

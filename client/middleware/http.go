@@ -1,0 +1,155 @@
+package middleware
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/internal/rlheader"
+)
+
+// HTTPKeyFunc extracts a request's key for a rule; ok false means the rule
+// does not apply to the request (e.g. the header it reads is absent).
+type HTTPKeyFunc func(r *http.Request) (key string, ok bool)
+
+// HTTPRule is one limit the HTTP middleware checks for each request: Cost
+// units of the key Key extracts, under Policy or Limit.
+type HTTPRule struct {
+	// Name names the rule: the checked key is Name + ":" + the extracted
+	// key, so that rules do not share buckets, and it is the item of the
+	// RateLimit headers. Empty means Policy.
+	Name string
+	// Key extracts the request's key; required.
+	Key HTTPKeyFunc
+	// Policy names a policy configured on the nodes; when empty, Limit
+	// applies (its Limit and Period must be > 0). A policy's period is not
+	// known to the client, so its RateLimit-Policy has no w.
+	Policy string
+	Limit  client.Limit
+	// Cost is the units a request spends; 0 means 1.
+	Cost int64
+}
+
+// HTTPConfig configures NewHTTP.
+type HTTPConfig struct {
+	// Client is the Sluice client the checks go through; required.
+	Client *client.Client
+	// Rules are checked together, in one call, for each request; at least
+	// one. A request is denied when any applicable rule denies it, and every
+	// applicable rule spends its cost, even when another denies.
+	Rules []HTTPRule
+	// FailMode is what happens to requests Sluice cannot decide; required
+	// (FailOpen or FailClosed).
+	FailMode FailMode
+	// OnError, if set, is called with why Sluice could not decide a
+	// request, whatever FailMode did with it: log it there.
+	OnError func(r *http.Request, err error)
+}
+
+// NewHTTP returns net/http middleware that checks each request against
+// cfg.Rules before handing it on.
+//
+// An allowed request goes on with the RateLimit headers of the most
+// restrictive rule set on its response (see internal/rlheader, the format
+// of Sluice's HTTP API: RateLimit-Policy and RateLimit from the IETF
+// httpapi ratelimit-headers draft, and RateLimit-Limit, -Remaining and
+// -Reset). A denied one is answered 429 Too Many Requests with those
+// headers and Retry-After, in whole seconds rounded up; the handler is
+// not called. When no rule applies (every key function said no), the
+// request goes on without headers. A key over Sluice's 1024 bytes is
+// answered 400 Bad Request. When Sluice cannot decide, FailOpen lets the
+// request through and FailClosed answers 503 Service Unavailable.
+//
+// It fails, with an error wrapping ErrConfig, on a nil Client, no rules,
+// a rule without Key, Name or a valid Limit, or no FailMode.
+func NewHTTP(cfg HTTPConfig) (func(http.Handler) http.Handler, error) {
+	l, err := newLimiter(cfg.Client, cfg.FailMode, len(cfg.Rules))
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]HTTPKeyFunc, len(cfg.Rules))
+	for i, hr := range cfg.Rules {
+		r, err := newRule(i, hr.Name, hr.Policy, hr.Limit, hr.Cost, hr.Key != nil)
+		if err != nil {
+			return nil, err
+		}
+		l.rules = append(l.rules, r)
+		keys[i] = hr.Key
+	}
+	onError := cfg.OnError
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ks, ok := make([]string, len(keys)), make([]bool, len(keys))
+			for i, f := range keys {
+				ks[i], ok[i] = f(r)
+			}
+			d := l.decide(r.Context(), ks, ok)
+			if d.badKey != nil {
+				http.Error(w, d.badKey.Error(), http.StatusBadRequest)
+				return
+			}
+			if d.err != nil && onError != nil {
+				onError(r, d.err)
+			}
+			if d.has {
+				rlheader.Set(w.Header(), &d.header)
+			}
+			switch {
+			case len(d.denied) > 0:
+				http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
+			case !d.allow:
+				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	}, nil
+}
+
+// Header returns a key function whose key is the request's header name
+// (its first value); the rule does not apply when it is absent or empty.
+func Header(name string) HTTPKeyFunc {
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (string, bool) {
+		v := r.Header.Get(name)
+		return v, v != ""
+	}
+}
+
+// Route returns a key function whose key is the ServeMux pattern the
+// request matches, e.g. "GET /users/{id}": r.Pattern when the middleware
+// runs inside the mux (set by Go 1.22+ muxes), else the pattern mux would
+// route it to, when mux is not nil (the middleware wraps the mux). The
+// rule does not apply to a request that matches no pattern.
+func Route(mux *http.ServeMux) HTTPKeyFunc {
+	return func(r *http.Request) (string, bool) {
+		if r.Pattern != "" {
+			return r.Pattern, true
+		}
+		if mux == nil {
+			return "", false
+		}
+		_, p := mux.Handler(r)
+		return p, p != ""
+	}
+}
+
+// JoinHTTP returns a key function whose key is the keys of fs joined by
+// sep, e.g. a route and a client IP for a limit per client per route. The
+// rule applies only when every one of fs does.
+func JoinHTTP(sep string, fs ...HTTPKeyFunc) HTTPKeyFunc {
+	return func(r *http.Request) (string, bool) {
+		var b strings.Builder
+		for i, f := range fs {
+			k, ok := f(r)
+			if !ok {
+				return "", false
+			}
+			if i > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteString(k)
+		}
+		return b.String(), len(fs) > 0
+	}
+}

@@ -1,0 +1,167 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/internal/rlheader"
+)
+
+// ErrConfig is wrapped by the errors of the constructors: the
+// configuration they were given cannot work.
+var ErrConfig = errors.New("middleware: invalid configuration")
+
+// ErrKeyTooLong is wrapped by the error a request gets when a key function
+// made a key longer than Sluice accepts (1024 bytes with the rule's
+// prefix): the request is refused as bad input (HTTP 400, gRPC
+// InvalidArgument) rather than checked under another key or let through.
+var ErrKeyTooLong = errors.New("middleware: key too long")
+
+// maxKeyBytes is the server's bound on a key (limiter.MaxKeyBytes).
+const maxKeyBytes = 1024
+
+// FailMode says what the middleware does with a request when Sluice
+// cannot decide it: the nodes are unreachable or the call timed out, or a
+// node could not evaluate a rule's item (e.g. an unknown policy, a full
+// store). There is no default: the zero value is refused by the
+// constructors, so each service chooses. Either way a request waits for
+// Sluice at most its context's deadline or, without one, the client's
+// Config.Timeout (2s by default): set it to what a request may spend.
+type FailMode int
+
+// The failure modes.
+const (
+	// FailOpen lets the request through, with the RateLimit headers of
+	// the rules that were decided, if any.
+	FailOpen FailMode = iota + 1
+	// FailClosed refuses the request: HTTP 503 Service Unavailable, gRPC
+	// Unavailable.
+	FailClosed
+)
+
+// rule is a checked, prefixed rule of either kind.
+type rule struct {
+	name   string // also the key's prefix, name + ":"
+	policy string
+	limit  client.Limit
+	cost   int64
+}
+
+// newRule checks a rule's quota; i numbers it in errors.
+func newRule(i int, name, policy string, limit client.Limit, cost int64, hasKey bool) (rule, error) {
+	field := fmt.Sprintf("Rules[%d]", i)
+	if name == "" {
+		name = policy
+	}
+	switch {
+	case !hasKey:
+		return rule{}, fmt.Errorf("%w: %s.Key: required", ErrConfig, field)
+	case name == "":
+		return rule{}, fmt.Errorf("%w: %s.Name: required when there is no Policy", ErrConfig, field)
+	case len(name)+1 >= maxKeyBytes:
+		return rule{}, fmt.Errorf("%w: %s.Name: %d bytes, too long for a key prefix", ErrConfig, field, len(name))
+	case cost < 0:
+		return rule{}, fmt.Errorf("%w: %s.Cost: must not be negative", ErrConfig, field)
+	case limit.Algorithm == client.Concurrency:
+		return rule{}, fmt.Errorf("%w: %s.Limit.Algorithm: concurrency limits are held with Acquire and Release, not checked per request", ErrConfig, field)
+	case policy == "" && (limit.Limit <= 0 || limit.Period <= 0):
+		return rule{}, fmt.Errorf("%w: %s.Limit: Limit and Period must be > 0 when there is no Policy", ErrConfig, field)
+	}
+	return rule{name: name, policy: policy, limit: limit, cost: cost}, nil
+}
+
+// limiter decides requests for the HTTP and gRPC middleware.
+type limiter struct {
+	client *client.Client
+	rules  []rule
+	fail   FailMode
+}
+
+func newLimiter(c *client.Client, fail FailMode, nrules int) (*limiter, error) {
+	switch {
+	case c == nil:
+		return nil, fmt.Errorf("%w: Client: required", ErrConfig)
+	case nrules == 0:
+		return nil, fmt.Errorf("%w: Rules: at least one is required", ErrConfig)
+	case nrules > 1000:
+		return nil, fmt.Errorf("%w: Rules: %d, at most 1000 (one call's items)", ErrConfig, nrules)
+	case fail != FailOpen && fail != FailClosed:
+		return nil, fmt.Errorf("%w: FailMode: required, FailOpen or FailClosed", ErrConfig)
+	}
+	return &limiter{client: c, fail: fail, rules: make([]rule, 0, nrules)}, nil
+}
+
+// decision is the outcome of a request's check.
+type decision struct {
+	// allow says whether the request goes on.
+	allow bool
+	// header describes the most restrictive decided item; valid if has.
+	header rlheader.Item
+	has    bool
+	// denied are the keys of the denied rules and their rule names.
+	denied []deniedItem
+	// err is why Sluice could not decide, on a pass in FailOpen or a
+	// refusal in FailClosed; nil when it decided everything.
+	err error
+	// badKey is set when a key was too long: the request is refused as
+	// bad input.
+	badKey error
+}
+
+// deniedItem is one denied rule's key.
+type deniedItem struct{ rule, key string }
+
+// decide checks keys[i] under rules[i], all in one call; keys[i] is
+// skipped when !ok[i]. No rule applying lets the request through without
+// headers.
+func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision {
+	items := make([]client.Item, 0, len(keys))
+	idx := make([]int, 0, len(keys))
+	for i, k := range keys {
+		if !ok[i] {
+			continue
+		}
+		r := &l.rules[i]
+		key := r.name + ":" + k
+		if len(key) > maxKeyBytes {
+			return decision{badKey: fmt.Errorf("%w: rule %q: %d bytes, at most %d", ErrKeyTooLong, r.name, len(key), maxKeyBytes)}
+		}
+		items = append(items, client.Item{Key: key, Policy: r.policy, Limit: r.limit, Cost: r.cost})
+		idx = append(idx, i)
+	}
+	if len(items) == 0 {
+		return decision{allow: true}
+	}
+	res, err := l.client.Check(ctx, items...)
+	if err != nil {
+		return decision{allow: l.fail == FailOpen, err: fmt.Errorf("middleware: %w", err)}
+	}
+	d := decision{allow: true}
+	for j := range res {
+		r, rl := &res[j], &l.rules[idx[j]]
+		if r.Err != nil {
+			if d.err == nil {
+				d.err = fmt.Errorf("middleware: rule %q: %w", rl.name, r.Err)
+			}
+			continue
+		}
+		it := rlheader.Item{Name: rl.name, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
+			ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter}
+		if rl.policy == "" {
+			it.Period = rl.limit.Period
+		}
+		if !d.has || rlheader.MoreRestrictive(&it, &d.header) {
+			d.header, d.has = it, true
+		}
+		if !r.Allowed {
+			d.allow = false
+			d.denied = append(d.denied, deniedItem{rule: rl.name, key: items[j].Key})
+		}
+	}
+	if d.err != nil && l.fail == FailClosed {
+		d.allow = false
+	}
+	return d
+}

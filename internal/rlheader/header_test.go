@@ -1,0 +1,58 @@
+package rlheader
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestSet(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Item
+		want map[string]string
+	}{
+		{"allow", Item{Name: "api", Allowed: true, Limit: 100, Remaining: 99, Period: time.Minute, ResetAfter: 600 * time.Millisecond},
+			map[string]string{"RateLimit-Policy": `"api";q=100;w=60`, "RateLimit": `"api";r=99;t=1`,
+				"RateLimit-Limit": "100", "RateLimit-Remaining": "99", "RateLimit-Reset": "1", "Retry-After": ""}},
+		{"deny rounds up", Item{Limit: 2, Period: 1500 * time.Millisecond, ResetAfter: 2*time.Second + 1, RetryAfter: time.Nanosecond},
+			map[string]string{"RateLimit-Policy": `"default";q=2;w=2`, "RateLimit": `"default";r=0;t=3`, "Retry-After": "1"}},
+		{"no period, negative remaining, odd name", Item{Name: "a\"b\\c\n\u00e9", Allowed: true, Limit: 5, Remaining: -3},
+			map[string]string{"RateLimit-Policy": `"a\"b\\c???";q=5`, "RateLimit": `"a\"b\\c???";r=0;t=0`, "RateLimit-Remaining": "0"}},
+		{"sub-second period is w=1", Item{Allowed: true, Limit: 1, Period: time.Millisecond},
+			map[string]string{"RateLimit-Policy": `"default";q=1;w=1`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			Set(h, &tc.in)
+			for k, v := range tc.want {
+				if got := h.Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+func TestMoreRestrictive(t *testing.T) {
+	deny := func(retry time.Duration) *Item { return &Item{RetryAfter: retry} }
+	allow := func(rem int64, reset time.Duration) *Item {
+		return &Item{Allowed: true, Remaining: rem, ResetAfter: reset}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *Item
+		want bool
+	}{
+		{"deny beats allow", deny(0), allow(0, 0), true},
+		{"allow loses to deny", allow(0, 0), deny(0), false},
+		{"longer retry", deny(2), deny(1), true},
+		{"fewer remaining", allow(1, 0), allow(2, 9), true},
+		{"longer reset", allow(1, 2), allow(1, 1), true},
+		{"equal", allow(1, 1), allow(1, 1), false},
+	} {
+		if got := MoreRestrictive(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
