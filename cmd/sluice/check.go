@@ -139,15 +139,27 @@ func printResult(w io.Writer, asJSON bool, key string, r client.Result, read boo
 		fmt.Fprintf(w, "error: %v\n", r.Err)
 	case read:
 		fmt.Fprintf(w, "%s: used %d of %d, remaining %d, resets in %s (source %s, owner %s)\n",
-			key, r.Limit-r.Remaining, r.Limit, r.Remaining, r.ResetAfter, r.Source, r.Owner)
+			key, r.Limit-r.Remaining, r.Limit, r.Remaining, humanDuration(r.ResetAfter), r.Source, r.Owner)
 	case r.Allowed:
 		fmt.Fprintf(w, "allowed: remaining %d of %d, resets in %s (source %s, owner %s)\n",
-			r.Remaining, r.Limit, r.ResetAfter, r.Source, r.Owner)
+			r.Remaining, r.Limit, humanDuration(r.ResetAfter), r.Source, r.Owner)
 	default:
 		fmt.Fprintf(w, "denied: retry after %s, remaining %d of %d (source %s, owner %s)\n",
-			r.RetryAfter, r.Remaining, r.Limit, r.Source, r.Owner)
+			humanDuration(r.RetryAfter), r.Remaining, r.Limit, r.Source, r.Owner)
 	}
 	return nil
+}
+
+// humanDuration is d as the CLI prints it to people: rounded to the
+// millisecond ("29.966s", "30s", "1m0.5s"). A positive d under half a
+// millisecond prints as "1ms", not "0s": a retry-after of "0s" would say
+// there is no need to wait. --json keeps the exact durations.
+func humanDuration(d time.Duration) string {
+	r := d.Round(time.Millisecond)
+	if r == 0 && d > 0 {
+		r = time.Millisecond
+	}
+	return r.String()
 }
 
 // keyCommand is a parsed `sluice check` or `sluice usage`: one KEY, the
