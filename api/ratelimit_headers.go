@@ -26,13 +26,24 @@ import (
 //	RateLimit-Remaining: 99
 //	RateLimit-Reset: 1
 //
+// and for a token bucket of 100 per minute with a burst of 200, untouched:
+//
+//	RateLimit-Policy: "api";q=100;w=60;sluice-burst=200
+//	RateLimit: "api";r=199;t=1
+//	RateLimit-Limit: 100
+//
 // RateLimit-Policy and RateLimit follow the IETF httpapi ratelimit-headers
-// draft (structured fields): the item is the policy name, "default" for an
-// inline limit; q is the limit (the capacity that applied: the burst of a
-// token bucket), w the period in whole seconds rounded up (at least 1;
-// absent for a concurrency limit, which has no window), r the units
-// remaining and t the seconds until the state is full again, rounded up.
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset are the older,
+// draft (draft-ietf-httpapi-ratelimit-headers, structured fields): the item
+// is the policy name, "default" for an inline limit; q is the quota, the
+// limit's units per period (the sustained rate, not the burst); w the period
+// in whole seconds rounded up (at least 1; absent for a concurrency limit,
+// which has no window); r the units remaining, counted against the capacity
+// (so up to the burst), and t the seconds until the state is full again,
+// rounded up. The draft defines no burst; it allows other parameters on a
+// quota policy item, to be ignored by clients that do not know them, and asks
+// that service-specific ones carry a vendor prefix: sluice-burst is the
+// token bucket's capacity, sent only when it differs from q. RateLimit-Limit
+// (the quota, as q), RateLimit-Remaining and RateLimit-Reset are the older,
 // widely implemented form. A deny also carries Retry-After: retry_after in
 // whole seconds rounded up, so at least 1 when there is anything to wait.
 
@@ -83,10 +94,14 @@ func setRateLimitHeaders(h http.Header, results []limiter.Result) {
 	b := make([]byte, 0, 64)
 	b = appendSFString(b, name)
 	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, r.Limit, 10)
+	b = strconv.AppendInt(b, r.Quota, 10)
 	if r.Period > 0 {
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, max(ceilSeconds(r.Period), 1), 10)
+	}
+	if r.Burst != r.Quota {
+		b = append(b, ";sluice-burst="...)
+		b = strconv.AppendInt(b, r.Burst, 10)
 	}
 	h.Set("RateLimit-Policy", string(b))
 
@@ -97,7 +112,7 @@ func setRateLimitHeaders(h http.Header, results []limiter.Result) {
 	b = strconv.AppendInt(b, reset, 10)
 	h.Set("RateLimit", string(b))
 
-	h.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+	h.Set("RateLimit-Limit", strconv.FormatInt(r.Quota, 10))
 	h.Set("RateLimit-Remaining", strconv.FormatInt(remaining, 10))
 	h.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
 	if !r.Allowed {
