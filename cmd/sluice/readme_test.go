@@ -5,7 +5,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // readmeCluster returns the `sluice serve` commands of the README's
@@ -69,4 +71,31 @@ func TestReadmeClusterJoinsAlike(t *testing.T) {
 			t.Errorf("node %d (%s): its --gossip-addr %q is not in the --join list %q", i, name, g, join)
 		}
 	}
+}
+
+// The README's point, with processes: b and c run with the common --join
+// list; a, stopped (SIGTERM: it leaves, and the others forget it) and
+// started again with that list, as the README's command does, rejoins them
+// at once instead of serving as a cluster of its own.
+func TestReadmeRestartedFirstNodeRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	g := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	seeds := strings.Join(g, ",")
+	// a starts first and alone: with the list, it would not be ready
+	// until b or c contacted it, and startServerNamed waits for /readyz.
+	a := &proc{server: startServerNamed(t, "a", "--gossip-addr", g[0]), name: "a"}
+	b := &proc{server: startServerNamed(t, "b", "--gossip-addr", g[1], "--join", seeds), name: "b"}
+	c := &proc{server: startServerNamed(t, "c", "--gossip-addr", g[2], "--join", seeds), name: "c"}
+	waitMembers(t, 10*time.Second, 3, a, b, c)
+
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-a.exited
+	waitMembers(t, 10*time.Second, 2, b, c)
+	a = &proc{server: startServerNamed(t, "a", "--gossip-addr", a.gossip, "--join", seeds), name: "a"}
+	took := waitMembers(t, 5*time.Second, 3, a, b, c)
+	t.Logf("a, stopped and started again with the common --join list, lists 3 members after %s", took)
 }
