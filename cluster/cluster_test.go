@@ -381,6 +381,13 @@ func TestDuplicateNameRefused(t *testing.T) {
 			t.Errorf("joining through %s: the impostor lists %d members, want itself alone", seed.LocalName(), n)
 		}
 	}
+	// b merged the impostor's push (only a refuses a claim to its own
+	// name), and its conflict delegate reported the second "a".
+	const msg = "cluster: two nodes use one name; the second is ignored while the first is alive"
+	waitFor(t, 5*time.Second, "b reports the conflict", func() bool { return b.logs.count(msg) > 0 })
+	if m, _ := b.Snapshot().Member("a"); m.GossipAddr != a.GossipAddr() {
+		t.Fatalf("b lists a at %s, want the first one's %s", m.GossipAddr, a.GossipAddr())
+	}
 }
 
 // A node joining a cluster of 6 through one seed learns the members in one
