@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
+.PHONY: all build run test nginx fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
 
 all: build
 
@@ -27,6 +27,11 @@ run: build
 test:
 	$(GO) test $(TESTFLAGS) ./...
 	$(MAKE) --no-print-directory fuzz-short
+
+## nginx: Debian's nginx-light when nginx is missing, for the nginx recipe test of deploy/ (needs root)
+nginx:
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { \
+		export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq nginx-light >/dev/null; }
 
 # FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
 FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit \

@@ -293,29 +293,86 @@ func TestMostRestrictive(t *testing.T) {
 }
 
 func TestSetRateLimitHeaders(t *testing.T) {
-	h := http.Header{}
-	setRateLimitHeaders(h, []limiter.Result{{
-		Result: bucket.Result{Allowed: false, Limit: 10, Remaining: -1, ResetAfter: 1500 * time.Millisecond, RetryAfter: time.Nanosecond},
-		Policy: `we"ird\`, Period: 10 * time.Millisecond,
-	}})
-	want := map[string]string{
-		"RateLimit-Policy":    `"we\"ird\\";q=10;w=1`,
-		"RateLimit":           `"we\"ird\\";r=0;t=2`,
-		"RateLimit-Remaining": "0",
-		"RateLimit-Reset":     "2",
-		"Retry-After":         "1",
-	}
-	for k, v := range want {
-		if got := h.Get(k); got != v {
-			t.Errorf("%s = %q, want %q", k, got, v)
+	for _, tc := range []struct {
+		name string
+		in   limiter.Result
+		want map[string]string // "" means absent
+	}{
+		{
+			name: "sustained quota, not the burst",
+			in: limiter.Result{Result: bucket.Result{Allowed: true, Limit: 200, Remaining: 199, ResetAfter: 600 * time.Millisecond},
+				Policy: "api", Period: time.Minute, Quota: 100, Burst: 200},
+			want: map[string]string{
+				"RateLimit-Policy":    `"api";q=100;w=60;sluice-burst=200`,
+				"RateLimit":           `"api";r=199;t=1`,
+				"RateLimit-Limit":     "100",
+				"RateLimit-Remaining": "199",
+				"RateLimit-Reset":     "1",
+				"Retry-After":         "",
+			},
+		},
+		{
+			name: "no burst: no sluice-burst",
+			in: limiter.Result{Result: bucket.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 600 * time.Millisecond},
+				Period: time.Minute, Quota: 100, Burst: 100},
+			want: map[string]string{
+				"RateLimit-Policy": `"default";q=100;w=60`,
+				"RateLimit-Limit":  "100",
+			},
+		},
+		{
+			name: "fallback share: the policy as configured",
+			in: limiter.Result{Result: bucket.Result{Allowed: true, Limit: 66, Remaining: 65, ResetAfter: time.Second},
+				Policy: "api", Period: time.Minute, Quota: 100, Burst: 200},
+			want: map[string]string{
+				"RateLimit-Policy": `"api";q=100;w=60;sluice-burst=200`,
+				"RateLimit":        `"api";r=65;t=1`,
+				"RateLimit-Limit":  "100",
+			},
+		},
+		{
+			name: "escaped name, sub-second period, denied",
+			in: limiter.Result{Result: bucket.Result{Allowed: false, Limit: 10, Remaining: -1, ResetAfter: 1500 * time.Millisecond, RetryAfter: time.Nanosecond},
+				Policy: `we"ird\`, Period: 10 * time.Millisecond, Quota: 10, Burst: 10},
+			want: map[string]string{
+				"RateLimit-Policy":    `"we\"ird\\";q=10;w=1`,
+				"RateLimit":           `"we\"ird\\";r=0;t=2`,
+				"RateLimit-Limit":     "10",
+				"RateLimit-Remaining": "0",
+				"RateLimit-Reset":     "2",
+				"Retry-After":         "1",
+			},
+		},
+		{
+			name: "concurrency: no window",
+			in:   limiter.Result{Result: bucket.Result{Allowed: true, Limit: 4, Remaining: 4}, Policy: "uploads", Quota: 4, Burst: 4},
+			want: map[string]string{"RateLimit-Policy": `"uploads";q=4`, "RateLimit-Limit": "4"},
+		},
+	} {
+		h := http.Header{}
+		setRateLimitHeaders(h, []limiter.Result{tc.in})
+		for k, v := range tc.want {
+			if got := h.Get(k); got != v {
+				t.Errorf("%s: %s = %q, want %q", tc.name, k, got, v)
+			}
 		}
 	}
-	// A concurrency limit has no window.
-	h = http.Header{}
-	setRateLimitHeaders(h, []limiter.Result{{Result: bucket.Result{Allowed: true, Limit: 4, Remaining: 4}, Policy: "uploads"}})
-	if got := h.Get("RateLimit-Policy"); got != `"uploads";q=4` {
-		t.Errorf("RateLimit-Policy = %q", got)
+}
+
+// A token bucket of 100 a minute with a burst of 200 advertises its quota,
+// 100 a minute, and its burst separately.
+func TestHTTPHeadersQuotaAndBurst(t *testing.T) {
+	ts := newTestServer(t, serverOpts{})
+	a := post(t, ts.Server, `{"checks":[{"key":"k","limit":100,"period":"1m","burst":200}]}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("got %s", a)
 	}
+	wantHeaders(t, a, map[string]string{
+		"RateLimit-Policy":    `"default";q=100;w=60;sluice-burst=200`,
+		"RateLimit":           `"default";r=199;t=1`,
+		"RateLimit-Limit":     "100",
+		"RateLimit-Remaining": "199",
+	})
 }
 
 func TestHTTPBadInput(t *testing.T) {

@@ -20,7 +20,14 @@ import (
 // ratelimit-headers draft, the older RateLimit-Limit, -Remaining and
 // -Reset, and Retry-After on a deny) is internal/rlheader's, which
 // the client's HTTP middleware shares; the item is the policy name,
-// "default" for an inline limit.
+// "default" for an inline limit. The quota (q, RateLimit-Limit) is the
+// limit's units per period, the sustained rate; a token bucket whose burst
+// differs from it also carries sluice-burst on RateLimit-Policy. For a
+// token bucket of 100 per minute with a burst of 200, untouched:
+//
+//	RateLimit-Policy: "api";q=100;w=60;sluice-burst=200
+//	RateLimit: "api";r=199;t=1
+//	RateLimit-Limit: 100
 
 // mostRestrictive returns the index of the item the headers describe, or -1.
 func mostRestrictive(results []limiter.Result) int {
@@ -45,7 +52,7 @@ func moreRestrictive(a, b *limiter.Result) bool {
 
 // headerItem is what the headers say of r.
 func headerItem(r *limiter.Result) rlheader.Item {
-	return rlheader.Item{Name: r.Policy, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
+	return rlheader.Item{Name: r.Policy, Allowed: r.Allowed, Limit: r.Quota, Burst: r.Burst, Remaining: r.Remaining,
 		Period: r.Period, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter}
 }
 

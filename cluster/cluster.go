@@ -107,6 +107,7 @@ func New(cfg Config) (*Cluster, error) {
 	mc.Delegate = delegate{c}
 	mc.Events = events{c}
 	mc.Conflict = events{c}
+	mc.Merge = events{c}
 	mc.Logger = newMemberlistLogger(c.log)
 	gk.configure(mc)
 	c.departFor = mc.GossipToTheDeadTime
@@ -147,11 +148,15 @@ func New(cfg Config) (*Cluster, error) {
 // Run also watches the key file and reloads the keyring when it changes
 // (see ReloadGossipKeys).
 //
+// Run returns an error wrapping ErrNameTaken, having left no one (no
+// member accepted this node), when a seed's cluster has a live member of
+// this node's NodeName at another address.
+//
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
 // so Run may take up to memberlist's TCP timeout (1s local, 10s lan) to
 // return when a seed address does not answer at all.
-func (c *Cluster) Run(ctx context.Context) error {
+func (c *Cluster) Run(ctx context.Context) (err error) {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cluster: Run called more than once")
 	}
@@ -162,10 +167,16 @@ func (c *Cluster) Run(ctx context.Context) error {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		joinErr error // set by the join goroutine before it cancels ctx
+	)
 	defer func() {
 		cancel()
 		wg.Wait()
+		if joinErr != nil {
+			err = joinErr
+		}
 	}()
 	if c.keys.ring != nil {
 		wg.Add(1)
@@ -180,7 +191,10 @@ func (c *Cluster) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.joinLoop(ctx)
+			if err := c.joinLoop(ctx); err != nil {
+				joinErr = err
+				cancel()
+			}
 		}()
 	}
 

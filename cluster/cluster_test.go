@@ -1,9 +1,11 @@
 package cluster_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -344,17 +346,47 @@ func TestBindAllInterfaces(t *testing.T) {
 	})
 }
 
-func TestDuplicateNameIsIgnored(t *testing.T) {
+// A node whose name a live member already has, at another address, does
+// not join: its Run returns ErrNameTaken naming the name and the member's
+// address, whichever member it joins through, and the cluster keeps the
+// first node of that name.
+func TestDuplicateNameRefused(t *testing.T) {
 	a := startNode(t, localConfig("a"))
 	b := startNode(t, localConfig("b", a.GossipAddr()))
 	waitFor(t, 5*time.Second, "a and b see each other", func() bool {
 		return converged([]*testNode{a, b}, []*testNode{a, b}, nil)
 	})
-	impostor := startNode(t, localConfig("a", b.GossipAddr()))
+	for _, seed := range []*testNode{a, b} {
+		impostor := newNode(t, localConfig("a", seed.GossipAddr()))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := impostor.Run(ctx)
+		cancel()
+		if !errors.Is(err, cluster.ErrNameTaken) {
+			t.Fatalf("joining through %s: Run = %v, want ErrNameTaken", seed.LocalName(), err)
+		}
+		for _, want := range []string{`NodeName "a"`, a.GossipAddr(), impostor.GossipAddr()} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("joining through %s: %q does not name %s", seed.LocalName(), err, want)
+			}
+		}
+		t.Logf("through %s: %v", seed.LocalName(), err)
+		if impostor.Joined() {
+			t.Errorf("joining through %s: the impostor reports joined", seed.LocalName())
+		}
+		if !converged([]*testNode{a, b}, []*testNode{a, b}, nil) {
+			t.Fatalf("joining through %s: a and b no longer list each other alone: a %+v, b %+v",
+				seed.LocalName(), a.Snapshot().Members, b.Snapshot().Members)
+		}
+		if n := len(impostor.Snapshot().Members); n != 1 {
+			t.Errorf("joining through %s: the impostor lists %d members, want itself alone", seed.LocalName(), n)
+		}
+	}
+	// b merged the impostor's push (only a refuses a claim to its own
+	// name), and its conflict delegate reported the second "a".
 	const msg = "cluster: two nodes use one name; the second is ignored while the first is alive"
-	waitFor(t, 5*time.Second, "the conflict is reported", func() bool { return b.logs.count(msg) > 0 })
+	waitFor(t, 5*time.Second, "b reports the conflict", func() bool { return b.logs.count(msg) > 0 })
 	if m, _ := b.Snapshot().Member("a"); m.GossipAddr != a.GossipAddr() {
-		t.Fatalf("b lists a at %s, want the first one's %s (the impostor is at %s)", m.GossipAddr, a.GossipAddr(), impostor.GossipAddr())
+		t.Fatalf("b lists a at %s, want the first one's %s", m.GossipAddr, a.GossipAddr())
 	}
 }
 

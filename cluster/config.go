@@ -47,9 +47,10 @@ const (
 // A Config is copied by New and not retained.
 type Config struct {
 	// NodeName identifies this node in the cluster. It must be unique among
-	// the members: memberlist ignores a second node announcing a name that
-	// is alive at another address (see Config.Logger for the conflict
-	// warning). Required.
+	// the members: a node whose join finds its name alive at another
+	// address refuses the join and Run returns ErrNameTaken; memberlist
+	// ignores any other node announcing a name alive elsewhere (see
+	// Config.Logger for the conflict warning). Required.
 	NodeName string
 
 	// BindAddr is the "ip:port" the gossip listeners (UDP and TCP, same

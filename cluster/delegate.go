@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -44,14 +45,37 @@ func (delegate) LocalState(join bool) []byte { return nil }
 // MergeRemoteState ignores remote user state.
 func (delegate) MergeRemoteState(buf []byte, join bool) {}
 
-// events implements memberlist.EventDelegate and
-// memberlist.ConflictDelegate.
+// events implements memberlist.EventDelegate,
+// memberlist.ConflictDelegate and memberlist.MergeDelegate.
 type events struct{ c *Cluster }
 
 var (
 	_ memberlist.EventDelegate    = events{}
 	_ memberlist.ConflictDelegate = events{}
+	_ memberlist.MergeDelegate    = events{}
 )
+
+// NotifyMerge refuses a join's push/pull whose other side knows a live
+// (alive or suspect) node by this node's name at another address: on the
+// joining node, the cluster already has a node of that name, so its join
+// fails (see joinSeeds); on a member, a newcomer claims the member's name,
+// and the member keeps its state. memberlist calls it only for joins, not
+// for the periodic push/pull, and without its node lock.
+func (e events) NotifyMerge(peers []*memberlist.Node) error {
+	e.c.mu.Lock()
+	self := e.c.members[e.c.name].GossipAddr // recorded during Create
+	e.c.mu.Unlock()
+	for _, p := range peers {
+		if p.Name != e.c.name || (p.State != memberlist.StateAlive && p.State != memberlist.StateSuspect) {
+			continue
+		}
+		if a := addrString(p.Addr, p.Port); a != self {
+			return fmt.Errorf("%s: NodeName %q is used by the live member at %s (this node is %s); give each node a name of its own",
+				nameTakenMsg, e.c.name, a, self)
+		}
+	}
+	return nil
+}
 
 // NotifyJoin records a new member, or one that came back.
 func (e events) NotifyJoin(n *memberlist.Node) { e.c.upsert(n) }

@@ -6,8 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 )
+
+// ErrNameTaken is returned by Run when this node's join finds its
+// NodeName used by a live member at another address: the cluster would
+// ignore this node, so it must not start under that name.
+var ErrNameTaken = errors.New("cluster: node name taken")
+
+// nameTakenMsg starts the error of NotifyMerge; memberlist's Join returns
+// it as text only.
+const nameTakenMsg = "node name taken"
 
 // errNoSeeds reports that the seeds resolved to no address worth
 // contacting: none at all, only this node's, or (when rejoining) only
@@ -17,11 +27,12 @@ var errNoSeeds = errors.New("cluster: no seed address to contact")
 // joinLoop joins the seeds of Config.Join, retrying, then rejoins
 // periodically; see Run. It runs in a goroutine owned by Run and returns
 // when ctx is done, Shutdown or Leave is called, or (with rejoining
-// disabled) once joined.
-func (c *Cluster) joinLoop(ctx context.Context) {
+// disabled) once joined; or with an error wrapping ErrNameTaken when a
+// seed's cluster has a live member of this node's name.
+func (c *Cluster) joinLoop(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		if c.stopJoining(ctx) {
-			return
+			return nil
 		}
 		if c.hasPeers() {
 			c.log.Info("cluster: joined: contacted by another member")
@@ -29,6 +40,9 @@ func (c *Cluster) joinLoop(ctx context.Context) {
 			break
 		}
 		n, err := c.joinSeeds(ctx, false)
+		if err != nil && strings.Contains(err.Error(), nameTakenMsg) {
+			return nameTaken(err)
+		}
 		if n > 0 {
 			c.log.Info("cluster: joined", "contacted", n, "attempts", attempt)
 			c.joined.Store(true)
@@ -47,25 +61,44 @@ func (c *Cluster) joinLoop(ctx context.Context) {
 		}
 		c.log.Log(ctx, level, "cluster: join attempt failed", "attempt", attempt, "retry", c.cfg.JoinRetry, "err", err)
 		if !c.wait(ctx, c.cfg.JoinRetry) {
-			return
+			return nil
 		}
 	}
 
 	if c.cfg.Rejoin <= 0 {
-		return
+		return nil
 	}
 	for c.wait(ctx, c.cfg.Rejoin) {
 		if c.stopJoining(ctx) {
-			return
+			return nil
 		}
 		n, err := c.joinSeeds(ctx, true)
 		switch {
 		case n > 0:
 			c.log.Info("cluster: rejoined seeds that were not members", "contacted", n)
+		case err != nil && strings.Contains(err.Error(), nameTakenMsg):
+			// A joined node keeps serving: the seed's cluster (another
+			// one, since the seed was not a member) has a node of this
+			// name, and refused the merge.
+			c.log.Warn("cluster: a seed's cluster has a node of this name; not merged", "err", err)
 		case !errors.Is(err, errNoSeeds):
 			c.log.Debug("cluster: rejoin attempt failed", "err", err)
 		}
 	}
+	return nil
+}
+
+// nameTaken turns a join error that NotifyMerge caused into ErrNameTaken
+// with NotifyMerge's explanation (memberlist's Join joins the errors of
+// every seed as text).
+func nameTaken(err error) error {
+	msg := err.Error()
+	msg = msg[strings.Index(msg, nameTakenMsg)+len(nameTakenMsg):]
+	msg = strings.TrimPrefix(msg, ": ")
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return fmt.Errorf("%w: %s", ErrNameTaken, msg)
 }
 
 // stopJoining reports whether joining must stop.

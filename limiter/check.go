@@ -47,7 +47,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 	}
 	out = out[:0]
 	for i := range jobs {
-		out = append(out, Result{Policy: reqs[i].Policy, Period: jobs[i].limit.Period})
+		out = append(out, Result{Policy: reqs[i].Policy, Period: jobs[i].limit.Period, Quota: jobs[i].limit.Limit, Burst: jobs[i].limit.Capacity()})
 	}
 	for i := range jobs {
 		jobs[i].res = &out[i]

@@ -106,7 +106,7 @@ func (l *Limiter) Grant(ctx context.Context, req Request, want int64) (granted i
 	if want <= 0 || want > r.limit.Capacity() {
 		return 0, Result{}, &FieldError{0, "want", "must be between 1 and the limit's capacity", ErrInvalid}
 	}
-	res = Result{Policy: r.policy, Period: r.limit.Period}
+	res = Result{Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity()}
 	jobs := []job{{hash: r.hash, limit: r.limit, cost: want, upTo: true, mode: r.mode, res: &res}}
 	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
 	if res.Err != nil {

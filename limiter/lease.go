@@ -31,7 +31,7 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	}
 	v := l.view.Load()
 	a, id, owner := l.acquire(ctx, v, 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Cost: req.Cost, Holder: HolderTag(req.Holder)}, ttl)
-	out := Lease{Result: Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}}
+	out := Lease{Result: Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity(), Source: SourceOwner, Owner: owner}}
 	if out.Err != nil && errors.Is(out.Err, ErrPeerUnavailable) && ctx.Err() == nil {
 		res, fid := l.fallbackAcquire(v, &r, req.Cost, ttl, HolderTag(req.Holder), l.clock().UnixNano())
 		out.Result.Result, out.Err, out.Source = res, nil, SourceFallback
@@ -85,14 +85,14 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 	if fid, ok := fallbackLease(req.LeaseID); ok {
 		fid.Holder = HolderTag(req.Holder)
 		ok, res, err := l.shares.Release(r.hash, LocalShare(r.limit, ringSize(l.view.Load())), l.clock().UnixNano(), fid)
-		return ok, Result{Result: res, Err: err, Policy: r.policy, Period: r.limit.Period, Source: SourceFallback, Owner: l.name}, nil
+		return ok, Result{Result: res, Err: err, Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity(), Source: SourceFallback, Owner: l.name}, nil
 	}
 	id, err := store.ParseLeaseID(req.LeaseID)
 	if err != nil {
 		return false, Result{}, &FieldError{0, "lease_id", fmt.Sprintf("malformed lease id %q: want 32 hex digits, as Acquire gave", req.LeaseID), ErrInvalid}
 	}
 	a, ok, owner := l.release(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Holder: HolderTag(req.Holder)}, id)
-	return ok, Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Source: SourceOwner, Owner: owner}, nil
+	return ok, Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity(), Source: SourceOwner, Owner: owner}, nil
 }
 
 // release returns a lease here or on the owner and names who answered.

@@ -104,6 +104,12 @@ type Result struct {
 	Policy string
 	// Period is the period of the limit that applied.
 	Period time.Duration
+	// Quota is the limit's units per Period (bucket.Limit.Limit, the
+	// sustained rate), and Burst its capacity (bucket.Limit.Capacity: a
+	// token bucket's burst, else Quota), as configured; the embedded
+	// Result's Limit is the capacity that applied to this answer, which is
+	// a node's share of Burst in the fallback.
+	Quota, Burst int64
 	// Source says where the answer came from.
 	Source Source
 	// Owner is the name of the node that owns the key.

@@ -3,30 +3,48 @@ package middleware_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/client"
 
 	"github.com/sluice-rl/sluice/client/middleware"
 )
 
 // The middleware answers with the headers Sluice's HTTP API sends for the
 // same limit (an inline limit is the item "default" there, so the rule is
-// named so here), request by request, allow and deny.
+// named so here), request by request, allow and deny; with a burst above
+// the quota too (q is the quota, sluice-burst the burst).
 func TestHeadersAgreeWithHTTPAPI(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, query string
+		limit            client.Limit
+		codes            []int
+	}{
+		{"quota only", "agree", "limit=2&period=1m", perMinute(2), []int{200, 200, 429}},
+		{"burst above the quota", "agree-burst", "limit=1&period=1m&burst=2", client.Limit{Limit: 1, Period: time.Minute, Burst: 2}, []int{200, 200, 429}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { headersAgree(t, tc.key, tc.query, tc.limit, tc.codes) })
+	}
+}
+
+func headersAgree(t *testing.T, key, query string, limit client.Limit, codes []int) {
 	mw, err := middleware.NewHTTP(middleware.HTTPConfig{Client: newClient(t), FailMode: middleware.FailClosed,
-		Rules: []middleware.HTTPRule{{Name: "default", Key: middleware.Header("X-Key"), Limit: perMinute(2)}}})
+		Rules: []middleware.HTTPRule{{Name: "default", Key: middleware.Header("X-Key"), Limit: limit}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	names := []string{"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"}
-	for i, want := range []int{200, 200, 429} {
-		resp, err := http.Get("http://" + sluiceHTTP() + "/v1/check?key=agree&limit=2&period=1m")
+	for i, want := range codes {
+		resp, err := http.Get("http://" + sluiceHTTP() + "/v1/check?key=" + key + "&" + query)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
 		r := httptest.NewRequest("GET", "/", nil)
-		r.Header.Set("X-Key", "agree")
+		r.Header.Set("X-Key", key)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if resp.StatusCode != want || w.Code != want {
@@ -40,6 +58,9 @@ func TestHeadersAgreeWithHTTPAPI(t *testing.T) {
 			if api == "" && (name != "Retry-After" || want == 429) {
 				t.Errorf("request %d: %s is missing", i, name)
 			}
+		}
+		if limit.Burst > limit.Limit && !strings.Contains(w.Header().Get("RateLimit-Policy"), ";sluice-burst=2") {
+			t.Errorf("request %d: RateLimit-Policy %q has no sluice-burst=2", i, w.Header().Get("RateLimit-Policy"))
 		}
 	}
 }

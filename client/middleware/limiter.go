@@ -150,7 +150,13 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 		it := rlheader.Item{Name: rl.name, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
 			ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter}
 		if rl.policy == "" {
+			// The rule's own limit: the quota and burst the headers
+			// advertise (the answer's Limit is the capacity).
 			it.Period = rl.limit.Period
+			it.Limit = rl.limit.Limit
+			if rl.limit.Burst > 0 && rl.limit.Burst != rl.limit.Limit {
+				it.Burst = rl.limit.Burst
+			}
 		}
 		if !d.has || rlheader.MoreRestrictive(&it, &d.header) {
 			d.header, d.has = it, true

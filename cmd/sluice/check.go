@@ -30,7 +30,7 @@ type limitFlags struct {
 }
 
 func (lf *limitFlags) register(fs *flag.FlagSet) {
-	fs.Var(&lf.addr, "addr", "comma-separated gRPC address(es) of Sluice nodes (default 127.0.0.1:8081)")
+	fs.Var(&lf.addr, "addr", "comma-separated gRPC address(es) of Sluice nodes (default "+defaultAddr+")")
 	fs.StringVar(&lf.policy, "policy", "", "name of a configured policy (instead of --limit/--period)")
 	fs.Int64Var(&lf.limit, "limit", 0, "units per period")
 	fs.Var(&lf.period, "period", "period, e.g. 1s, 1m, 1h, 1d")
@@ -69,7 +69,7 @@ func (lf *limitFlags) clientLimit() (client.Limit, error) {
 func (lf *limitFlags) dial() (*client.Client, error) {
 	addrs := []string(lf.addr)
 	if len(addrs) == 0 {
-		addrs = []string{"127.0.0.1:8081"}
+		addrs = []string{defaultAddr}
 	}
 	// One-shot commands send to the given nodes (which forward): learning
 	// the ring first would cost a call, and the nodes' advertised addresses
@@ -139,15 +139,27 @@ func printResult(w io.Writer, asJSON bool, key string, r client.Result, read boo
 		fmt.Fprintf(w, "error: %v\n", r.Err)
 	case read:
 		fmt.Fprintf(w, "%s: used %d of %d, remaining %d, resets in %s (source %s, owner %s)\n",
-			key, r.Limit-r.Remaining, r.Limit, r.Remaining, r.ResetAfter, r.Source, r.Owner)
+			key, r.Limit-r.Remaining, r.Limit, r.Remaining, humanDuration(r.ResetAfter), r.Source, r.Owner)
 	case r.Allowed:
 		fmt.Fprintf(w, "allowed: remaining %d of %d, resets in %s (source %s, owner %s)\n",
-			r.Remaining, r.Limit, r.ResetAfter, r.Source, r.Owner)
+			r.Remaining, r.Limit, humanDuration(r.ResetAfter), r.Source, r.Owner)
 	default:
 		fmt.Fprintf(w, "denied: retry after %s, remaining %d of %d (source %s, owner %s)\n",
-			r.RetryAfter, r.Remaining, r.Limit, r.Source, r.Owner)
+			humanDuration(r.RetryAfter), r.Remaining, r.Limit, r.Source, r.Owner)
 	}
 	return nil
+}
+
+// humanDuration is d as the CLI prints it to people: rounded to the
+// millisecond ("29.966s", "30s", "1m0.5s"). A positive d under half a
+// millisecond prints as "1ms", not "0s": a retry-after of "0s" would say
+// there is no need to wait. --json keeps the exact durations.
+func humanDuration(d time.Duration) string {
+	r := d.Round(time.Millisecond)
+	if r == 0 && d > 0 {
+		r = time.Millisecond
+	}
+	return r.String()
 }
 
 // keyCommand is a parsed `sluice check` or `sluice usage`: one KEY, the
@@ -206,7 +218,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	res, err := kc.client.Check(ctx, client.Item{Key: kc.key, Policy: kc.flags.policy, Limit: kc.limit, Cost: *cost})
 	if err != nil {
-		return err
+		return unreachable(kc.flags.addr, err)
 	}
 	if err := printResult(stdout, kc.flags.asJSON, kc.key, res[0], false); err != nil {
 		return err
@@ -230,7 +242,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer kc.client.Close()
 	res, err := kc.client.Usage(ctx, kc.key, kc.flags.policy, kc.limit)
 	if err != nil {
-		return err
+		return unreachable(kc.flags.addr, err)
 	}
 	if err := printResult(stdout, kc.flags.asJSON, kc.key, res, true); err != nil {
 		return err

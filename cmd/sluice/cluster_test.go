@@ -48,6 +48,11 @@ func members(t *testing.T, p *proc) []client.Member {
 	return resp.Members
 }
 
+// waitMembers waits until every node of ps lists want members and its ring
+// is made of exactly them: each has a share of it, and their shares add up
+// to the whole. The member list follows gossip at once, the ring only once
+// the membership has settled (cluster.Config.Settle); until every ring
+// agrees, two nodes may each take a key for theirs.
 func waitMembers(t *testing.T, d time.Duration, want int, ps ...*proc) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -55,7 +60,7 @@ func waitMembers(t *testing.T, d time.Duration, want int, ps ...*proc) time.Dura
 	for {
 		ok := true
 		for _, p := range ps {
-			if len(members(t, p)) != want {
+			if !ringIs(members(t, p), want) {
 				ok = false
 				break
 			}
@@ -71,6 +76,21 @@ func waitMembers(t *testing.T, d time.Duration, want int, ps ...*proc) time.Dura
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// ringIs reports whether ms has n members that make up the whole ring.
+func ringIs(ms []client.Member, n int) bool {
+	if len(ms) != n {
+		return false
+	}
+	sum := 0.0
+	for _, m := range ms {
+		if m.RingShare <= 0 {
+			return false
+		}
+		sum += m.RingShare
+	}
+	return sum > 0.999
 }
 
 // load sends checks of many keys through every given node until stopped,

@@ -16,7 +16,7 @@ import (
 func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("members", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:8081", "gRPC address of a Sluice node")
+	addr := fs.String("addr", defaultAddr, "gRPC address of a Sluice node")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 2*time.Second, "call timeout")
 	var tf tlsFlags
@@ -39,7 +39,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer c.Close()
 	node, ms, err := c.Members(ctx)
 	if err != nil {
-		return err
+		return unreachable([]string{*addr}, err)
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {

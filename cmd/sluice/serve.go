@@ -109,5 +109,5 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}()
-	return n.Run(ctx)
+	return nameFlags(n.Run(ctx)) // e.g. a --node-name another member has
 }

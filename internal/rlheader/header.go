@@ -13,13 +13,21 @@
 //	RateLimit-Reset: 1
 //
 // RateLimit-Policy and RateLimit follow the IETF httpapi ratelimit-headers
-// draft (structured fields): the item is the policy name, "default" when it
-// has none; q is the limit (the capacity that applied: the burst of a token
-// bucket), w the period in whole seconds rounded up (at least 1; absent when
+// draft (draft-ietf-httpapi-ratelimit-headers, structured fields): the item
+// is the policy name, "default" when it has none; q is the quota, the
+// limit's units per period (the sustained rate, not the burst), w the period in whole seconds rounded up (at least 1; absent when
 // the period is unknown or there is none, as for a concurrency limit), r the
 // units remaining and t the seconds until the state is full again, rounded
-// up. RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset are the
-// older, widely implemented form. A deny also carries Retry-After:
+// up; r counts against the capacity, so it may exceed q when the burst
+// does. The draft defines no burst; it allows other parameters on a quota
+// policy item, to be ignored by clients that do not know them, and asks
+// that service-specific ones carry a vendor prefix: sluice-burst is the
+// token bucket's capacity, sent only when it is known and differs from q:
+//
+//	RateLimit-Policy: "api";q=100;w=60;sluice-burst=200
+//
+// RateLimit-Limit (the quota, as q), RateLimit-Remaining and
+// RateLimit-Reset are the older, widely implemented form. A deny also carries Retry-After:
 // retry_after in whole seconds rounded up, so at least 1 when there is
 // anything to wait.
 package rlheader
@@ -35,8 +43,12 @@ type Item struct {
 	// Name is the policy's name; "" means "default".
 	Name    string
 	Allowed bool
-	// Limit is the capacity that applied, Remaining the units left.
+	// Limit is the quota (units per Period, the sustained rate),
+	// Remaining the units left (counted against the capacity).
 	Limit, Remaining int64
+	// Burst is the capacity when it differs from Limit (a token bucket's
+	// burst); 0 when it is the same or unknown.
+	Burst int64
 	// Period is the limit's window or refill period; 0 omits w.
 	Period time.Duration
 	// ResetAfter is the time until the state is full again, RetryAfter
@@ -78,6 +90,10 @@ func Set(h http.Header, it *Item) {
 	if it.Period > 0 {
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, max(CeilSeconds(it.Period), 1), 10)
+	}
+	if it.Burst > 0 && it.Burst != it.Limit {
+		b = append(b, ";sluice-burst="...)
+		b = strconv.AppendInt(b, it.Burst, 10)
 	}
 	h.Set("RateLimit-Policy", string(b))
 

@@ -19,6 +19,10 @@ func TestSet(t *testing.T) {
 			map[string]string{"RateLimit-Policy": `"default";q=2;w=2`, "RateLimit": `"default";r=0;t=3`, "Retry-After": "1"}},
 		{"no period, negative remaining, odd name", Item{Name: "a\"b\\c\n\u00e9", Allowed: true, Limit: 5, Remaining: -3},
 			map[string]string{"RateLimit-Policy": `"a\"b\\c???";q=5`, "RateLimit": `"a\"b\\c???";r=0;t=0`, "RateLimit-Remaining": "0"}},
+		{"burst above the quota", Item{Allowed: true, Limit: 100, Burst: 200, Remaining: 199, Period: time.Minute},
+			map[string]string{"RateLimit-Policy": `"default";q=100;w=60;sluice-burst=200`, "RateLimit-Limit": "100", "RateLimit-Remaining": "199"}},
+		{"burst equal to the quota is not sent", Item{Allowed: true, Limit: 100, Burst: 100, Period: time.Minute},
+			map[string]string{"RateLimit-Policy": `"default";q=100;w=60`}},
 		{"sub-second period is w=1", Item{Allowed: true, Limit: 1, Period: time.Millisecond},
 			map[string]string{"RateLimit-Policy": `"default";q=1;w=1`}},
 	} {
