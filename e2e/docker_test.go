@@ -309,11 +309,19 @@ func (c *cluster) members(n *node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A member counts once this node's ring has it (a share), and only
+	// when the listed members make up the whole ring: the gossip list
+	// runs ahead of the ring by the cluster's settle time.
 	var out []string
+	sum := 0.0
 	for _, m := range ms {
-		if m.State == "alive" {
+		if m.State == "alive" && m.RingShare > 0 {
 			out = append(out, m.Name)
+			sum += m.RingShare
 		}
+	}
+	if sum < 0.999 {
+		out = append(out, fmt.Sprintf("(ring %.3f of the whole)", sum))
 	}
 	sort.Strings(out)
 	return out, nil
