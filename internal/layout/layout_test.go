@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"bucket":              nil,
 	"ring":                nil,
 	"store":               {"bucket"},
-	"policy":              {"bucket"},
+	"policy":              {"bucket", "internal/watch"},
 	"internal/identity":   nil,
 	"internal/version":    nil,
 	"internal/procs":      nil,

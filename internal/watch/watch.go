@@ -35,9 +35,10 @@ const DefaultDebounce = 100 * time.Millisecond
 type Config struct {
 	// Path is the file or directory to watch. Required.
 	Path string
-	// Changed is called on Run's goroutine once the watches are in place
-	// (a change made before then is seen by that call), and then after
-	// every burst of events. Required.
+	// Changed is called on Run's goroutine once, Debounce after the
+	// watches are in place (a change made before then is seen by that
+	// call), and then after every burst of events, Debounce after its
+	// last one. Required.
 	Changed func()
 	// Debounce is the quiet time after an event before Changed is
 	// called; 0 means DefaultDebounce. Must not be negative.
@@ -100,9 +101,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	defer fw.Close()
 	w.sync(fw)
-	w.cfg.Changed()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	// A change made before the watches were in place is seen by a first
+	// call, after the quiet time like any other: a write in progress
+	// finishes first.
+	timer := time.NewTimer(w.cfg.Debounce)
 	defer timer.Stop()
 	for {
 		select {
