@@ -2,8 +2,8 @@
 // Kubernetes changes a mounted ConfigMap included. A Watcher watches the
 // path's parent directory, not the path (so that an atomic rename over the
 // path, a swap of a symlink at the path, or a ConfigMap's "..data" swap is
-// seen), and, when the path is a directory, the path and its visible
-// subdirectories; after a burst of events and a quiet time it calls
+// seen), the directory of the file a symlink at the path names, and, when
+// the path is a directory, the path and its visible subdirectories; after a burst of events and a quiet time it calls
 // Changed, which re-reads the files and decides (by their contents)
 // whether anything changed. It imports nothing of Sluice; package rls's
 // Reloader and package policy's Reloader run on it.
@@ -130,13 +130,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// sync watches the path's parent, the path if it is a directory and its
-// visible subdirectories, and stops watching directories that are gone.
+// sync watches the path's parent, the directory of the file a symlink at
+// the path names, the path if it is a directory and its visible
+// subdirectories, and stops watching directories that are gone.
 // Adding a watched path again re-resolves it, which follows a symlink that
 // was swapped.
 func (w *Watcher) sync(fw *fsnotify.Watcher) {
 	want := map[string]bool{filepath.Dir(filepath.Clean(w.cfg.Path)): true}
-	if st, err := os.Stat(w.cfg.Path); err == nil && st.IsDir() {
+	st, err := os.Stat(w.cfg.Path)
+	if err == nil && !st.IsDir() {
+		if real, err := filepath.EvalSymlinks(w.cfg.Path); err == nil {
+			want[filepath.Dir(real)] = true // a file behind a symlink, written in place
+		}
+	}
+	if err == nil && st.IsDir() {
 		root := filepath.Clean(w.cfg.Path)
 		want[root] = true
 		if real, err := filepath.EvalSymlinks(root); err == nil {

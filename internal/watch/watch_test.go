@@ -93,6 +93,9 @@ func TestConfigMapSwap(t *testing.T) {
 	calls := run(t, path)
 	swap("2", "b")
 	waitCalls(t, calls, 2)
+	n := calls.Load()
+	writeFile(t, filepath.Join(dir, "..data", "p.yaml"), "c") // the file behind the links, in place
+	waitCalls(t, calls, n+1)
 }
 
 // TestDirectorySubdirectory: a file created in a subdirectory made after
