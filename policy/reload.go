@@ -137,7 +137,7 @@ func (r *Reloader) reload(watched bool) error {
 }
 
 func (r *Reloader) reject(err error) error {
-	r.log.Error("policy reload failed; keeping the policies in force", "file", r.cfg.Path, "err", err)
+	r.log.Error("policy reload failed; keeping the old policies", "file", r.cfg.Path, "err", err)
 	if r.cfg.Rejected != nil {
 		r.cfg.Rejected(err)
 	}
