@@ -117,7 +117,10 @@ func (r *Reloader) reload(watched bool) error {
 	}
 	sum := sha256.Sum256(data)
 	if r.known && sum == r.seen {
-		return r.bad // logged and counted when first seen
+		if r.bad != nil && !watched { // asked for: said again, not counted again
+			r.log.Error("policy reload failed; keeping the old policies", "file", r.cfg.Path, "err", r.bad)
+		}
+		return r.bad // counted when first seen
 	}
 	r.seen, r.known = sum, true
 	set, err := Parse(data)
