@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -211,9 +210,6 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 		if rm, ok := ringMember(m); ok {
 			members = append(members, rm)
 		}
-	}
-	if r := n.limiter.Ring(); r != nil && slices.Equal(r.Members(), members) {
-		return // a change of metadata the ring does not hold (a policy hash)
 	}
 	if err := n.limiter.SetMembers(members); err != nil {
 		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
