@@ -15,6 +15,10 @@ type Member struct {
 	State      string  `json:"state"`
 	RingShare  float64 `json:"ring_share"`
 	Version    string  `json:"version"`
+	// PolicyHash is a short hash of the member's policies: members that
+	// run the same policies have the same one. Empty for a member that
+	// advertises none (an older version).
+	PolicyHash string `json:"policy_hash,omitempty"`
 }
 
 // Members asks one node for the cluster's members. It returns the name of
@@ -29,7 +33,7 @@ func (c *Client) Members(ctx context.Context) (string, []Member, error) {
 	out := make([]Member, len(resp.GetMembers()))
 	for i, m := range resp.GetMembers() {
 		out[i] = Member{Name: m.GetName(), GRPCAddr: m.GetGrpcAddr(), GossipAddr: m.GetGossipAddr(),
-			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion()}
+			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion(), PolicyHash: m.GetPolicyHash()}
 	}
 	return resp.GetNode(), out, nil
 }

@@ -258,7 +258,7 @@ func TestCrashIsDetected(t *testing.T) {
 func TestUpdateMeta(t *testing.T) {
 	nodes, meta := startChain(t, 2)
 	waitFor(t, 10*time.Second, "convergence", func() bool { return converged(nodes, nodes, meta) })
-	nm := cluster.NodeMeta{GRPCAddr: "127.0.0.1:7777", PeerAddr: "127.0.0.1:7778", Version: "v2"}
+	nm := cluster.NodeMeta{GRPCAddr: "127.0.0.1:7777", PeerAddr: "127.0.0.1:7778", Version: "v2", PolicyHash: "0123456789abcdef"}
 	if err := nodes[1].UpdateMeta(nm, 2*time.Second); err != nil {
 		t.Fatalf("UpdateMeta: %v", err)
 	}

@@ -108,6 +108,7 @@ func (c *Cluster) upsert(n *memberlist.Node) {
 		GRPCAddr:   meta.GRPCAddr,
 		PeerAddr:   meta.PeerAddr,
 		Version:    meta.Version,
+		PolicyHash: meta.PolicyHash,
 		State:      Alive,
 	}
 	c.mu.Lock()

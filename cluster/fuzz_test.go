@@ -8,7 +8,8 @@ import (
 // or is an error; never a panic. What decodes encodes back (in the form it
 // came, leaving or not) to metadata that decodes to the same.
 func FuzzDecodeMeta(f *testing.F) {
-	for _, m := range []NodeMeta{{}, {GRPCAddr: "10.0.0.1:8081", Version: "v1.2.3"}, {GRPCAddr: "[::1]:1"}} {
+	for _, m := range []NodeMeta{{}, {GRPCAddr: "10.0.0.1:8081", Version: "v1.2.3"}, {GRPCAddr: "[::1]:1"},
+		{GRPCAddr: "10.0.0.1:8081", PeerAddr: "10.0.0.1:8083", Version: "v1.2.3", PolicyHash: "0123456789abcdef"}} {
 		for _, leaving := range []bool{false, true} {
 			b, err := m.encode(leaving)
 			if err != nil {
@@ -20,6 +21,8 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte(`{"g":5}`))
 	f.Add([]byte(`{"g":"a:1","x":{"y":[1,2]},"l":"yes"}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"g":"10.0.0.1:8081","v":"v1.0.0"}`)) // a node of a version without a policy hash
+	f.Add([]byte(`{"h":7}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, leaving, err := decodeMeta(data)
 		if err != nil {

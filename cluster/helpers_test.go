@@ -112,7 +112,7 @@ func converged(all []*testNode, want []*testNode, meta map[string]cluster.NodeMe
 			if !ok || m.GossipAddr != w.GossipAddr() || m.State != cluster.Alive {
 				return false
 			}
-			if wm, ok := meta[m.Name]; ok && (m.GRPCAddr != wm.GRPCAddr || m.PeerAddr != wm.PeerAddr || m.Version != wm.Version) {
+			if wm, ok := meta[m.Name]; ok && (m.GRPCAddr != wm.GRPCAddr || m.PeerAddr != wm.PeerAddr || m.Version != wm.Version || m.PolicyHash != wm.PolicyHash) {
 				return false
 			}
 		}

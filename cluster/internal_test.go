@@ -12,7 +12,7 @@ import (
 )
 
 func TestMetaRoundTrip(t *testing.T) {
-	m := NodeMeta{GRPCAddr: "10.0.0.7:9090", PeerAddr: "10.0.0.7:8082", Version: "v1.2.3"}
+	m := NodeMeta{GRPCAddr: "10.0.0.7:9090", PeerAddr: "10.0.0.7:8082", Version: "v1.2.3", PolicyHash: "0123456789abcdef"}
 	for _, leaving := range []bool{false, true} {
 		b, err := m.encode(leaving)
 		if err != nil {
@@ -29,6 +29,11 @@ func TestMetaRoundTrip(t *testing.T) {
 	// Newer versions may add keys.
 	if got, _, err := decodeMeta([]byte(`{"g":"a:1","z":3}`)); err != nil || got.GRPCAddr != "a:1" {
 		t.Fatalf("decode with unknown key = %+v, %v", got, err)
+	}
+	// Older versions advertise no policy hash.
+	if got, _, err := decodeMeta([]byte(`{"g":"a:1","p":"a:2","v":"v0.9.0"}`)); err != nil ||
+		got != (NodeMeta{GRPCAddr: "a:1", PeerAddr: "a:2", Version: "v0.9.0"}) {
+		t.Fatalf("decode of a meta without a policy hash = %+v, %v", got, err)
 	}
 	if _, _, err := decodeMeta([]byte("\x00garbage")); err == nil {
 		t.Fatal("decode(garbage) succeeded")

@@ -22,6 +22,10 @@ type NodeMeta struct {
 	PeerAddr string
 	// Version is the node's build version, for mixed-version rollouts.
 	Version string
+	// PolicyHash is the node's policy.Set.Hash, so that members can tell
+	// they run the same policies. Empty for a node of a version that
+	// advertised none.
+	PolicyHash string
 }
 
 // wireMeta is NodeMeta as encoded on the wire: JSON with one-letter keys,
@@ -32,12 +36,13 @@ type wireMeta struct {
 	GRPCAddr string `json:"g,omitempty"`
 	PeerAddr string `json:"p,omitempty"`
 	Version  string `json:"v,omitempty"`
+	Policy   string `json:"h,omitempty"`
 	Leaving  bool   `json:"l,omitempty"`
 }
 
 // encode returns the wire form of m, with the leaving flag as given.
 func (m NodeMeta) encode(leaving bool) ([]byte, error) {
-	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Leaving: leaving})
+	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, Leaving: leaving})
 	if err != nil {
 		return nil, err
 	}
@@ -78,5 +83,5 @@ func decodeMeta(b []byte) (meta NodeMeta, leaving bool, err error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return NodeMeta{}, false, fmt.Errorf("cluster: undecodable node metadata %q: %w", b, err)
 	}
-	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version}, w.Leaving, nil
+	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy}, w.Leaving, nil
 }

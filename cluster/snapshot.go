@@ -59,6 +59,9 @@ type Member struct {
 	PeerAddr string
 	// Version is the member's NodeMeta.Version.
 	Version string
+	// PolicyHash is the member's NodeMeta.PolicyHash; empty if it
+	// advertises none.
+	PolicyHash string
 	// State is Alive for every member of a Snapshot (see State).
 	State State
 }

@@ -116,7 +116,12 @@ type Config struct {
 	// LeaveLinger is how long a leaving node keeps serving after handing
 	// off, so that nodes whose ring has not caught up are still answered.
 	LeaveLinger time.Duration
-	// PolicyFile is an optional YAML file of named policies; SIGHUP reloads it.
+	// PolicyFile is an optional YAML file of named policies. It is watched
+	// and reloaded within a second of a change (a Kubernetes ConfigMap's
+	// "..data" swap too), and on SIGHUP (Reload); an invalid change keeps
+	// the policies in force and counts in
+	// sluice_policy_reloads_total{result="rejected"}. The node gossips the
+	// policies' hash (policy.Set.Hash) in its metadata.
 	PolicyFile string
 	// RLSConfig is the envoyproxy/ratelimit configuration of the Envoy
 	// rate limit service: one YAML file, or a directory of them (each file

@@ -51,6 +51,12 @@ type Node struct {
 	stopping atomic.Bool
 	crashed  atomic.Bool // FaultCrash was injected
 	ran      atomic.Bool
+
+	// The policies (policies.go); policyLoad is nil without Config.PolicyFile.
+	policyLoad    *policy.Reloader
+	policyHash    atomic.Pointer[string]
+	policyReloads *prometheus.CounterVec
+	metaKick      chan struct{} // buffer 1: gossip the metadata again
 }
 
 // New builds a node: it binds the gRPC, HTTP, peer and gossip listeners, so that
@@ -65,12 +71,6 @@ func New(cfg Config) (n *Node, err error) {
 		log = slog.Default()
 	}
 	log = log.With("node", cfg.NodeName)
-	set := policy.Empty()
-	if cfg.PolicyFile != "" {
-		if set, err = policy.Load(cfg.PolicyFile); err != nil {
-			return nil, fmt.Errorf("node: policies: %w", err)
-		}
-	}
 	sec, err := loadTLS(cfg, log)
 	if err != nil {
 		return nil, err
@@ -83,6 +83,10 @@ func New(cfg Config) (n *Node, err error) {
 			built.closeAll()
 		}
 	}()
+	set, err := n.newPolicies()
+	if err != nil {
+		return nil, err
+	}
 	if n.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("node: grpc listen %s: %w", cfg.GRPCAddr, err)
 	}
@@ -134,7 +138,7 @@ func New(cfg Config) (n *Node, err error) {
 	ccfg.AdvertiseAddr = cfg.GossipAdvertiseAddr
 	ccfg.Join = cfg.Join
 	ccfg.GossipKeyFile = cfg.GossipKeyFile
-	ccfg.Meta = cluster.NodeMeta{Version: version.String()}
+	ccfg.Meta = cluster.NodeMeta{Version: version.String(), PolicyHash: n.PolicyHash()}
 	ccfg.OnChange = n.onMembership
 	ccfg.Logger = log
 	if n.cluster, err = cluster.New(ccfg); err != nil {
@@ -143,13 +147,16 @@ func New(cfg Config) (n *Node, err error) {
 	if err = registerGossipKeyMetrics(reg, n.cluster); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	if err = n.registerPolicyMetrics(reg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	if n.grpcAdv, err = advertise(cfg.GRPCAdvertiseAddr, n.grpcLn.Addr().String(), n.cluster.GossipAddr()); err != nil {
 		return nil, fmt.Errorf("node: GRPCAdvertiseAddr: %w", err)
 	}
 	if n.peerAdv, err = advertise(cfg.PeerAdvertiseAddr, n.peerLn.Addr().String(), n.cluster.GossipAddr()); err != nil {
 		return nil, fmt.Errorf("node: PeerAdvertiseAddr: %w", err)
 	}
-	if err = n.cluster.UpdateMeta(cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String()}, time.Second); err != nil {
+	if err = n.cluster.UpdateMeta(n.meta(), time.Second); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err = n.limiter.SetMembers([]ring.Member{{Name: cfg.NodeName, GRPCAddr: n.peerAdv}}); err != nil {
@@ -229,7 +236,7 @@ func (n *Node) members() []api.MemberInfo {
 	out := make([]api.MemberInfo, 0, len(s.Members))
 	for _, m := range s.Members {
 		out = append(out, api.MemberInfo{Name: m.Name, GossipAddr: m.GossipAddr, GRPCAddr: m.GRPCAddr,
-			State: m.State.String(), Version: m.Version, RingShare: shares[m.Name]})
+			State: m.State.String(), Version: m.Version, PolicyHash: m.PolicyHash, RingShare: shares[m.Name]})
 	}
 	return out
 }
@@ -319,16 +326,11 @@ func (n *Node) Reload() error {
 			errs = append(errs, fmt.Errorf("node: reload: %w", err))
 		}
 	}
-	if n.cfg.PolicyFile == "" {
-		return errors.Join(errs...)
+	if n.policyLoad != nil {
+		if err := n.policyLoad.Reload(); err != nil { // logged by the Reloader
+			errs = append(errs, fmt.Errorf("node: reload: %w", err))
+		}
 	}
-	set, err := policy.Load(n.cfg.PolicyFile)
-	if err != nil {
-		n.log.Error("policy reload failed; keeping the old policies", "file", n.cfg.PolicyFile, "err", err)
-		return errors.Join(append(errs, fmt.Errorf("node: reload: %w", err))...)
-	}
-	n.limiter.SetPolicies(set)
-	n.log.Info("policies reloaded", "file", n.cfg.PolicyFile, "policies", set.Len())
 	return errors.Join(errs...)
 }
 
@@ -368,6 +370,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.rlsLoad != nil {
 		g.Go(func() error { return n.rlsLoad.Run(gctx) })
 	}
+	if n.policyLoad != nil {
+		g.Go(func() error { return n.policyLoad.Run(gctx) })
+	}
+	g.Go(func() error { n.metaLoop(gctx); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
 		return n.shutdown()

@@ -7,8 +7,9 @@
 // exactly as the reference does, with the metric key and counter key the
 // reference derives from the match.
 //
-// It is pure: it imports nothing of Sluice, knows nothing of gRPC, the
-// limiter or metrics. Package api serves envoy.service.ratelimit.v3 on top
+// It is pure: it imports nothing of Sluice but internal/watch (the file
+// watch its Reloader runs on), knows nothing of gRPC, the limiter or
+// metrics. Package api serves envoy.service.ratelimit.v3 on top
 // of it; package node runs its Reloader.
 //
 // The reference is envoyproxy/ratelimit (src/config/config_impl.go for the

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/sluice-rl/sluice/internal/watch"
 )
 
 // ErrInvalidReloader wraps the errors of NewReloader about its config.
@@ -20,7 +17,7 @@ var ErrInvalidReloader = errors.New("rls: invalid reloader config")
 // DefaultDebounce is how long a Reloader waits after the last change it
 // saw before it reloads: a burst of changes (an editor's save, a ConfigMap
 // update's rename dance) reloads once.
-const DefaultDebounce = 100 * time.Millisecond
+const DefaultDebounce = watch.DefaultDebounce
 
 // ReloaderConfig configures a Reloader.
 type ReloaderConfig struct {
@@ -49,11 +46,11 @@ type ReloaderConfig struct {
 // calls it on SIGHUP). A load that fails keeps the configuration in force.
 // A load of unchanged files (same names and contents) applies nothing.
 type Reloader struct {
-	cfg  ReloaderConfig
-	log  *slog.Logger
-	mu   sync.Mutex // serializes loads and Apply calls
-	cur  *Config
-	kick chan struct{} // buffer 1: Run should resync its watches
+	cfg   ReloaderConfig
+	log   *slog.Logger
+	mu    sync.Mutex // serializes loads and Apply calls
+	cur   *Config
+	watch *watch.Watcher
 }
 
 // NewReloader loads the configuration at cfg.Path and applies it. An
@@ -70,10 +67,16 @@ func NewReloader(cfg ReloaderConfig) (*Reloader, error) {
 	if cfg.Debounce == 0 {
 		cfg.Debounce = DefaultDebounce
 	}
-	r := &Reloader{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1)}
+	r := &Reloader{cfg: cfg, log: cfg.Logger}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	w, err := watch.New(watch.Config{Path: cfg.Path, Changed: func() { _ = r.Reload() }, // logged and counted by Reload
+		Debounce: cfg.Debounce, What: "rls: config", Logger: r.log})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidReloader, err)
+	}
+	r.watch = w
 	c, err := Load(cfg.Path, cfg.Options)
 	if err != nil {
 		return nil, err
@@ -97,12 +100,7 @@ func (r *Reloader) Config() *Config {
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	defer func() {
-		select {
-		case r.kick <- struct{}{}: // directories may have come or gone
-		default:
-		}
-	}()
+	defer r.watch.Resync() // directories may have come or gone
 	c, err := Load(r.cfg.Path, r.cfg.Options)
 	if err != nil {
 		r.log.Error("rls: config rejected; keeping the one in force", "path", r.cfg.Path, "err", err)
@@ -128,79 +126,10 @@ func (r *Reloader) logWarnings(c *Config) {
 	}
 }
 
-// Run watches the path until ctx is done, reloading after changes. If the
-// file system cannot be watched it logs why and returns only when ctx is
-// done (Reload still works). It returns nil.
+// Run watches the path until ctx is done, reloading after changes (see
+// package internal/watch). If the file system cannot be watched it logs
+// why and returns only when ctx is done (Reload still works). It returns
+// nil.
 func (r *Reloader) Run(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		r.log.Error("rls: cannot watch the config; it reloads on SIGHUP only", "path", r.cfg.Path, "err", err)
-		<-ctx.Done()
-		return nil
-	}
-	defer w.Close()
-	r.syncWatches(w)
-	// A change between NewReloader's load and the watches is seen now.
-	_ = r.Reload()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			r.log.Debug("rls: config path changed", "event", ev.String())
-			timer.Reset(r.cfg.Debounce)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			r.log.Warn("rls: watching the config", "path", r.cfg.Path, "err", err)
-		case <-timer.C:
-			_ = r.Reload() // logged and counted by Reload
-		case <-r.kick:
-			r.syncWatches(w)
-		}
-	}
-}
-
-// syncWatches watches the path's parent, the path if it is a directory and
-// its visible subdirectories, and stops watching directories that are
-// gone. Adding a watched path again re-resolves it, which follows a
-// symlink that was swapped.
-func (r *Reloader) syncWatches(w *fsnotify.Watcher) {
-	want := map[string]bool{filepath.Dir(filepath.Clean(r.cfg.Path)): true}
-	if st, err := os.Stat(r.cfg.Path); err == nil && st.IsDir() {
-		root := filepath.Clean(r.cfg.Path)
-		want[root] = true
-		if real, err := filepath.EvalSymlinks(root); err == nil {
-			root = real // subdirectories of the directory it names
-		}
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || p == root {
-				return nil
-			}
-			if skip, err := skipDotfile(d); skip {
-				return err
-			}
-			if d.IsDir() {
-				want[p] = true
-			}
-			return nil
-		})
-	}
-	for _, p := range w.WatchList() {
-		if !want[p] {
-			_ = w.Remove(p)
-		}
-	}
-	for p := range want {
-		if err := w.Add(p); err != nil {
-			r.log.Warn("rls: cannot watch", "dir", p, "err", err)
-		}
-	}
+	return r.watch.Run(ctx)
 }

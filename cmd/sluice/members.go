@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,16 +43,59 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return unreachable([]string{*addr}, err)
 	}
+	mismatch := policyMismatch(node, ms)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {
-			Node    string          `json:"node"`
-			Members []client.Member `json:"members"`
-		}{node, ms})
+			Node           string          `json:"node"`
+			Members        []client.Member `json:"members"`
+			PolicyMismatch []string        `json:"policy_mismatch,omitempty"`
+		}{node, ms, mismatch})
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION")
+	return printMembers(stdout, node, ms, mismatch)
+}
+
+// policyMismatch returns the names of the members whose policy hash
+// differs from that of node (the member that answered). Members that
+// advertise no hash (older versions), or a node that does not, are not
+// compared.
+func policyMismatch(node string, ms []client.Member) []string {
+	var local string
 	for _, m := range ms {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare, m.Version)
+		if m.Name == node {
+			local = m.PolicyHash
+		}
 	}
-	return tw.Flush()
+	var out []string
+	for _, m := range ms {
+		if local != "" && m.PolicyHash != "" && m.PolicyHash != local {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// printMembers prints the members as a table; the POLICY column marks
+// with "!=" the members whose policies differ from node's.
+func printMembers(w io.Writer, node string, ms []client.Member, mismatch []string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION\tPOLICY")
+	for _, m := range ms {
+		pol := m.PolicyHash
+		switch {
+		case pol == "":
+			pol = "-"
+		case slices.Contains(mismatch, m.Name):
+			pol += " != " + node
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare, m.Version, pol)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(mismatch) > 0 {
+		_, err := fmt.Fprintf(w, "policy mismatch: %d of %d members run policies unlike %s's: %s\n",
+			len(mismatch), len(ms), node, strings.Join(mismatch, ", "))
+		return err
+	}
+	return nil
 }

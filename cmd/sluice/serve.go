@@ -40,7 +40,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&join, "join", "comma-separated host:port gossip seeds to join; a host may be a DNS name with several addresses")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", cfg.PeerTimeout, "deadline of each call to another node")
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
-	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies (SIGHUP reloads it)")
+	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies; watched, and reloaded on SIGHUP")
 	fs.StringVar(&cfg.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration of the Envoy rate limit service (envoy.service.ratelimit.v3, on the gRPC port): a YAML file or a directory of them, one domain each; watched, and reloaded on SIGHUP (default: no domains, every descriptor OK)")
 	capBytes, capFrom := node.DefaultStoreMaxBytes(node.HostMemory())
 	cfg.Store.MaxBytes = capBytes

@@ -1389,8 +1389,12 @@ type Member struct {
 	// "alive", "suspect", "left" or "dead".
 	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	// Fraction of the ring's partitions the member owns, 0..1.
-	RingShare     float64 `protobuf:"fixed64,5,opt,name=ring_share,json=ringShare,proto3" json:"ring_share,omitempty"`
-	Version       string  `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	RingShare float64 `protobuf:"fixed64,5,opt,name=ring_share,json=ringShare,proto3" json:"ring_share,omitempty"`
+	Version   string  `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	// Short hash of the member's policies (16 hex digits; equal on members
+	// that run the same policies), empty for a member that advertises none
+	// (an older version).
+	PolicyHash    string `protobuf:"bytes,7,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,6 +1467,13 @@ func (x *Member) GetRingShare() float64 {
 func (x *Member) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *Member) GetPolicyHash() string {
+	if x != nil {
+		return x.PolicyHash
 	}
 	return ""
 }
@@ -1688,7 +1699,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x0fReleaseResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\"\x10\n" +
-	"\x0eMembersRequest\"\xa9\x01\n" +
+	"\x0eMembersRequest\"\xca\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vgossip_addr\x18\x02 \x01(\tR\n" +
@@ -1697,7 +1708,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1d\n" +
 	"\n" +
 	"ring_share\x18\x05 \x01(\x01R\tringShare\x12\x18\n" +
-	"\aversion\x18\x06 \x01(\tR\aversion\"x\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\x12\x1f\n" +
+	"\vpolicy_hash\x18\a \x01(\tR\n" +
+	"policyHash\"x\n" +
 	"\n" +
 	"RingConfig\x12'\n" +
 	"\x0fpartition_count\x18\x01 \x01(\x05R\x0epartitionCount\x12-\n" +

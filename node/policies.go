@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/version"
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// newPolicies loads Config.PolicyFile (the empty set without one) and
+// prepares the watch that Run starts.
+func (n *Node) newPolicies() (*policy.Set, error) {
+	n.policyReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_policy_reloads_total",
+		Help: "Re-reads of the policy file (watched, SIGHUP) that changed the policies (applied) or were refused, keeping those in force (rejected).",
+	}, []string{"result"})
+	for _, r := range []string{"applied", "rejected"} {
+		n.policyReloads.WithLabelValues(r)
+	}
+	n.metaKick = make(chan struct{}, 1)
+	set := policy.Empty()
+	if n.cfg.PolicyFile != "" {
+		r, err := policy.NewReloader(policy.ReloaderConfig{
+			Path:     n.cfg.PolicyFile,
+			Apply:    n.applyPolicies,
+			Rejected: func(error) { n.policyReloads.WithLabelValues("rejected").Inc() },
+			Logger:   n.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node: policies: %w", err)
+		}
+		n.policyLoad, set = r, r.Set()
+	}
+	h := set.Hash()
+	n.policyHash.Store(&h)
+	return set, nil
+}
+
+// applyPolicies swaps in a reloaded set (the limiter's states, the
+// counters, stay) and has the new hash gossiped.
+func (n *Node) applyPolicies(s *policy.Set) {
+	n.limiter.SetPolicies(s)
+	h := s.Hash()
+	n.policyHash.Store(&h)
+	n.policyReloads.WithLabelValues("applied").Inc()
+	select {
+	case n.metaKick <- struct{}{}:
+	default:
+	}
+}
+
+// PolicyHash returns the policy.Set.Hash of the policies in force, which
+// the node gossips in its metadata.
+func (n *Node) PolicyHash() string { return *n.policyHash.Load() }
+
+// meta is the metadata the node advertises.
+func (n *Node) meta() cluster.NodeMeta {
+	return cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String(), PolicyHash: n.PolicyHash()}
+}
+
+// metaLoop gossips the node's metadata again after each policy change.
+func (n *Node) metaLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.metaKick:
+			if err := n.cluster.UpdateMeta(n.meta(), time.Second); err != nil && !n.stopping.Load() && ctx.Err() == nil {
+				n.log.Warn("policy hash not gossiped", "err", err)
+			}
+		}
+	}
+}
+
+// policyMismatches counts the members whose policy hash differs from this
+// node's; members that advertise none (older versions) are not counted.
+func (n *Node) policyMismatches() int {
+	local := n.PolicyHash()
+	count := 0
+	for _, m := range n.cluster.Snapshot().Members {
+		if m.Name != n.cfg.NodeName && m.PolicyHash != "" && m.PolicyHash != local {
+			count++
+		}
+	}
+	return count
+}
+
+// registerPolicyMetrics exports sluice_policy_reloads_total{result} and
+// sluice_policy_mismatch_members.
+func (n *Node) registerPolicyMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		n.policyReloads,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_policy_mismatch_members",
+			Help: "Members whose policy hash (gossiped) differs from this node's: 0 when the cluster runs one policy file.",
+		}, func() float64 { return float64(n.policyMismatches()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
