@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test nginx fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance
+.PHONY: all build run test nginx fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check
 
 all: build
 
@@ -112,6 +112,15 @@ rls-validate: rlsref
 ## same moments; fails on any answer that differs
 rls-conformance: build rlsref
 	./$(BIN)/rlsref live --sluice ./$(BIN)/sluice $(RLS_FLAGS)
+
+## helm-check: lint, render and check the Helm chart deploy/helm/sluice with Helm's own Go packages
+## (helm.sh/helm/v4), from the nested module tools/helmcheck (the main go.mod stays clean; no helm
+## binary): its default values and each ci/*-values.yaml, manifests decoded strictly into their API
+## types, every SLUICE_* variable a flag of bin/sluice serve. Part of CI.
+HELMCHECK      := tools/helmcheck
+helm-check: build
+	cd $(HELMCHECK) && $(GO) vet . && $(GO) test -count=1 . && $(GO) build -o $(CURDIR)/$(BIN)/helmcheck .
+	./$(BIN)/helmcheck --sluice ./$(BIN)/sluice deploy/helm/sluice
 
 ## image: the FROM scratch container image sluice:dev around the static binary
 image: build

@@ -112,18 +112,7 @@ func TestKubernetesManifests(t *testing.T) {
 			env[m["name"].(string)] = v
 		}
 	}
-	// The store's memory cap derives from GOMEMLIMIT, which must follow
-	// the container's memory limit.
-	gomem := false
-	for _, e := range c.get("env").([]any) {
-		m := doc(e.(map[string]any))
-		if m.get("name") == "GOMEMLIMIT" && m.get("valueFrom.resourceFieldRef.resource") == "limits.memory" {
-			gomem = true
-		}
-	}
-	if !gomem || c.get("resources.limits.memory") == nil {
-		t.Error("GOMEMLIMIT is not set from the container's limits.memory (resourceFieldRef)")
-	}
+	checkPodSpec(t, "deploy/kubernetes", sts)
 	if !strings.HasPrefix(env["SLUICE_JOIN"], "sluice-gossip:") {
 		t.Errorf("SLUICE_JOIN = %q, want the headless Service's name", env["SLUICE_JOIN"])
 	}
@@ -175,6 +164,51 @@ func TestKubernetesManifests(t *testing.T) {
 	set, err := policy.Parse([]byte(text))
 	if err != nil || set.Len() == 0 {
 		t.Fatalf("ConfigMap policies: %v (%d policies)", err, set.Len())
+	}
+}
+
+// checkPodSpec checks what every StatefulSet of Sluice's needs in its pod
+// template: GOMEMLIMIT from the container's memory limit (the store's
+// memory cap derives from it), and topology spread over zones and machines
+// that selects the StatefulSet's own pods.
+func checkPodSpec(t *testing.T, what string, sts doc) {
+	t.Helper()
+	c := doc(sts.get("spec.template.spec.containers.0").(map[string]any))
+	gomem := false
+	for _, e := range c.list("env") {
+		if e.get("name") == "GOMEMLIMIT" && e.get("valueFrom.resourceFieldRef.resource") == "limits.memory" {
+			gomem = true
+		}
+	}
+	if !gomem || c.get("resources.limits.memory") == nil {
+		t.Errorf("%s: GOMEMLIMIT is not set from the container's limits.memory (resourceFieldRef)", what)
+	}
+	podLabels := sts.get("spec.template.metadata.labels")
+	keys := map[string]string{}
+	for _, tsc := range sts.list("spec.template.spec.topologySpreadConstraints") {
+		key, _ := tsc.get("topologyKey").(string)
+		keys[key], _ = tsc.get("whenUnsatisfiable").(string)
+		if skew, _ := tsc.get("maxSkew").(int); skew != 1 {
+			t.Errorf("%s: topology spread over %s: maxSkew %v, want 1", what, key, tsc.get("maxSkew"))
+		}
+		sel, _ := tsc.get("labelSelector.matchLabels").(map[string]any)
+		labels, _ := podLabels.(map[string]any)
+		if len(sel) == 0 {
+			t.Errorf("%s: topology spread over %s selects no pods", what, key)
+		}
+		for k, v := range sel {
+			if labels[k] != v {
+				t.Errorf("%s: topology spread over %s selects %v, the pods are %v", what, key, sel, podLabels)
+			}
+		}
+	}
+	// Zones: best effort (a cluster without zone labels still schedules);
+	// machines: enforced.
+	if keys["topology.kubernetes.io/zone"] != "ScheduleAnyway" {
+		t.Errorf("%s: no topology spread over zones (ScheduleAnyway): %v", what, keys)
+	}
+	if keys["kubernetes.io/hostname"] != "DoNotSchedule" {
+		t.Errorf("%s: no topology spread over machines (DoNotSchedule): %v", what, keys)
 	}
 }
 

@@ -174,6 +174,17 @@ func TestSecureOverlay(t *testing.T) {
 	want(t, sts, "spec.template.spec.securityContext.fsGroup", 65532)
 	c := sts.list("spec.template.spec.containers")[0]
 	want(t, c, "name", "sluice")
+	// The base's topology spread, memory limit and GOMEMLIMIT reach the
+	// overlay unchanged (checkPodSpec checks them in the base): the
+	// strategic merge would replace what the patch set of them.
+	if sts.get("spec.template.spec.topologySpreadConstraints") != nil || c.get("resources") != nil {
+		t.Error("the StatefulSet patch sets topologySpreadConstraints or resources: the base's are the ones to keep")
+	}
+	for _, e := range c.list("env") {
+		if e.get("name") == "GOMEMLIMIT" {
+			t.Error("the StatefulSet patch sets GOMEMLIMIT: the base's, from limits.memory, is the one to keep")
+		}
+	}
 	flags := serveFlags(t)
 	mounts := map[string]string{} // mountPath -> volume
 	for _, m := range c.list("volumeMounts") {
@@ -300,6 +311,7 @@ func renderWithKubectl(t *testing.T, dir string) {
 	}
 	r := loadAll(t, path)
 	sts := r["StatefulSet/sluice"]
+	checkPodSpec(t, "the rendered "+dir, sts)
 	c := sts.list("spec.template.spec.containers")[0]
 	names := map[string]bool{}
 	for _, e := range c.list("env") {

@@ -1,5 +1,6 @@
 // Command sluice is the Sluice server and CLI: `sluice serve` runs a node;
-// `sluice check`, `sluice usage` and `sluice version` talk to one.
+// `sluice check`, `sluice usage` and `sluice version` talk to one;
+// `sluice plan` estimates a cluster's capacity.
 package main
 
 import (
@@ -34,6 +35,7 @@ var commands = []command{
 	{"usage", "read a key's usage without spending", runUsage},
 	{"members", "list the cluster's members as a node sees them", runMembers},
 	{"bench", "drive load at nodes: checks/s, latency percentiles, accuracy audit", runBench},
+	{"plan", "estimate a cluster's memory, CPU and network from its checks/s and keys", runPlan},
 	{"version", "print the version", runVersion},
 }
 
