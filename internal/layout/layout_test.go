@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"internal/version":    nil,
 	"internal/procs":      nil,
 	"internal/grant":      nil,
+	"internal/activity":   nil,
 	"internal/tlsconfig":  nil,
 	"internal/testcerts":  nil,
 	"rls":                 nil,
