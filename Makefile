@@ -29,7 +29,7 @@ test:
 	$(MAKE) --no-print-directory fuzz-short
 
 # FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
-FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit \
+FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzUIQuery \
 	policy:FuzzParse rls:FuzzParse \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults \
 	cluster:FuzzDecodeMeta cluster:FuzzParseGossipKeys
