@@ -87,7 +87,8 @@ func TestUIPage(t *testing.T) {
 		// 38 checks in one interval of 1 s; 20 denied.
 		`<div class="v" id="checks-per-second">38.0</div>`,
 		`<div class="v" id="denials-per-second">20.0</div>`,
-		`<tr><td class="num">1</td><td class="key"><code>user:hot</code></td><td></td><td class="num">30</td><td class="num">0</td>`,
+		`<tr><td class="num">1</td><td class="key"><code>user:hot</code></td><td><span class="note">inline limit</span></td><td class="num">30</td><td class="num">0</td>`,
+		`checks/s, last 1s</div>`,
 		`<code>&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</code>`,
 		`<rect class="checks"`,
 	} {
@@ -127,7 +128,7 @@ func TestUIData(t *testing.T) {
 	if d.RingShareTotal < 0.999 || d.RingShareTotal > 1.001 {
 		t.Errorf("ring_share_total %v", d.RingShareTotal)
 	}
-	if d.Window != "30s" || len(d.Rates) != 1 || d.Rates[0] != (uiRate{Checks: 38, Denials: 20}) || d.NowChecks != 38 {
+	if d.Window != "30s" || d.Span != "1s" || d.NowSpan != "1s" || len(d.Rates) != 1 || d.Rates[0] != (uiRate{Checks: 38, Denials: 20}) || d.NowChecks != 38 {
 		t.Errorf("rates: window %s %+v now %v", d.Window, d.Rates, d.NowChecks)
 	}
 	if len(d.HotKeys) != 2 || d.HotKeys[0].Key != "user:hot" || d.HotKeys[0].Estimate != 30 || !d.KeysShown ||
@@ -294,4 +295,37 @@ func FuzzUIQuery(f *testing.F) {
 			t.Fatalf("%q: out of bounds %+v", raw, q)
 		}
 	})
+}
+
+// The "now" rates average the last 10 s; the window's all of it, over the
+// intervals held when the node has been up for less.
+func TestUIRates(t *testing.T) {
+	rec := activity.New(activity.Config{Interval: 2 * time.Second, Slots: 20})
+	c := &UIConfig{Self: "n0", Members: func() []MemberInfo { return nil }, Activity: rec}
+	for i := range 15 {
+		if i < 10 {
+			rec.Series.Add(20, 0) // 10/s
+		} else {
+			rec.Series.Add(200, 50) // 100/s, 25 denied/s
+		}
+		rec.Series.Tick()
+	}
+	q, herr := c.parseUIQuery("window=40s", uiDataParams)
+	if herr != nil {
+		t.Fatal(herr)
+	}
+	d := c.view(q, false)
+	if d.NowSpan != "10s" || d.NowChecks != 100 || d.NowDenials != 25 {
+		t.Errorf("now: %s %v %v, want 10s 100 25", d.NowSpan, d.NowChecks, d.NowDenials)
+	}
+	if d.Span != "30s" || d.WindowChecks != 40 || d.PeakChecks != 100 || len(d.Chart.Bars) != 15 {
+		t.Errorf("window: %s %v peak %v, %d bars; want 30s 40 100, 15 bars", d.Span, d.WindowChecks, d.PeakChecks, len(d.Chart.Bars))
+	}
+	// The newest bar is at the right edge, full height.
+	if b := d.Chart.Bars[14]; b.X != "570.00" || b.W != "30.00" || b.CheckY != "0.00" || b.CheckH != "120.00" {
+		t.Errorf("newest bar %+v", b)
+	}
+	if q, _ := c.parseUIQuery("window=10s", uiDataParams); len(c.view(q, false).Rates) != 5 {
+		t.Error("window=10s does not keep 5 intervals of 2 s")
+	}
 }

@@ -17,6 +17,10 @@ type uiData struct {
 
 	IntervalSeconds float64 `json:"interval_seconds"`
 	Window          string  `json:"window"`
+	// Span and NowSpan are what the Window and Now rates average over:
+	// less than asked while the node has not been up that long.
+	Span    string `json:"span"`
+	NowSpan string `json:"now_span"`
 	// Rates are per second, one per interval of the window, oldest first.
 	Rates []uiRate `json:"rates"`
 	// Now* average the last uiNowSpan of the window; Window* all of it.
@@ -104,10 +108,12 @@ func (c *UIConfig) view(q uiQuery, showKeys bool) *uiData {
 		}
 		d.PeakChecks = max(d.PeakChecks, r.Checks)
 	}
-	if n := len(pts); n > 0 {
+	n := len(pts)
+	k := min(n, n-nowFrom)
+	d.Span, d.NowSpan = (time.Duration(n) * act.Interval).String(), (time.Duration(k) * act.Interval).String()
+	if n > 0 {
 		d.WindowChecks, d.WindowDenials = allC/float64(n), allD/float64(n)
-		k := float64(min(n, n-nowFrom))
-		d.NowChecks, d.NowDenials = nowC/k, nowD/k
+		d.NowChecks, d.NowDenials = nowC/float64(k), nowD/float64(k)
 	}
 	d.Chart = chart(d.Rates, q.slots, d.PeakChecks)
 
