@@ -91,6 +91,7 @@ func TestUIPage(t *testing.T) {
 		`checks/s, last 1s</div>`,
 		`<code>&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</code>`,
 		`<rect class="checks"`,
+		`Over the last 1m0s to twice that`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)

@@ -33,8 +33,11 @@ type uiData struct {
 	HotKeys []uiHotKey `json:"hot_keys"`
 	// KeysShown: the keys' strings are given (else only their hashes).
 	KeysShown bool `json:"keys_shown"`
+	// HotSpan: the hot keys cover the last HotSpan to twice that (two
+	// generations of the sketch).
+	HotSpan string `json:"hot_keys_span"`
 	// SampleEvery: the sketch counts 1 check in SampleEvery, weighing it
-	// SampleEvery; Counted is the weight counted since the node started.
+	// SampleEvery; Counted is the weight counted in the span.
 	SampleEvery int    `json:"sample_every"`
 	Counted     uint64 `json:"counted_checks"`
 	Capacity    int    `json:"sketch_counters"`
@@ -86,7 +89,8 @@ func (c *UIConfig) view(q uiQuery, showKeys bool) *uiData {
 	act := c.Activity
 	d := &uiData{Node: c.Self, IntervalSeconds: act.Interval.Seconds(),
 		Window: (time.Duration(q.slots) * act.Interval).String(), KeysShown: showKeys,
-		SampleEvery: act.Hot.SampleEvery(), Capacity: act.Hot.Capacity()}
+		SampleEvery: act.Hot.SampleEvery(), Capacity: act.Hot.Capacity(),
+		HotSpan: (time.Duration(act.Generation) * act.Interval).String()}
 	for _, m := range c.Members() {
 		d.Members = append(d.Members, uiMember{Name: m.Name, State: m.State, RingShare: m.RingShare,
 			GRPCAddr: m.GRPCAddr, Version: m.Version, Self: m.Name == c.Self})

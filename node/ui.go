@@ -26,8 +26,9 @@ func validUIKeys(s string) bool {
 	return err == nil
 }
 
-// activityLoop closes an interval of the activity's rate series at each
-// of its ticks (real time: the series counts what happened per second).
+// activityLoop ticks the activity each interval, in real time: it closes
+// an interval of the rate series (the checks of that second) and, every
+// generation, rotates the hot keys.
 func (n *Node) activityLoop(ctx context.Context) {
 	t := time.NewTicker(n.activity.Interval)
 	defer t.Stop()
@@ -36,7 +37,7 @@ func (n *Node) activityLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.activity.Series.Tick()
+			n.activity.Tick()
 		}
 	}
 }

@@ -105,7 +105,7 @@ func BenchmarkHotKeysObserve(b *testing.B) {
 	for i, k := range keys {
 		labels[i] = fmt.Sprint("user:", k)
 	}
-	for _, every := range []int{1, 4, 16} {
+	for _, every := range []int{1, 4, DefaultSampleEvery, 16} {
 		b.Run(fmt.Sprintf("sample=1in%d", every), func(b *testing.B) {
 			h := NewHotKeys(DefaultCapacity, every)
 			b.RunParallel(func(pb *testing.PB) {
@@ -128,4 +128,43 @@ func BenchmarkSeriesAdd(b *testing.B) {
 			s.Add(1, 0)
 		}
 	})
+}
+
+// Rotate keeps two generations: a key not checked for two rotations
+// leaves the list.
+func TestHotKeysRotate(t *testing.T) {
+	h := NewHotKeys(4, 1)
+	h.Observe(1, "old", "")
+	h.Rotate()
+	h.Observe(2, "new", "")
+	h.Observe(1, "old", "")
+	if top, total := h.Top(0); len(top) != 2 || top[0].Key != "old" || top[0].Count != 2 || total != 3 {
+		t.Errorf("after one rotation: %+v total %d, want old 2, new 1", top, total)
+	}
+	h.Rotate()
+	h.Rotate()
+	if top, total := h.Top(0); len(top) != 0 || total != 0 {
+		t.Errorf("after three rotations: %+v total %d, want none", top, total)
+	}
+}
+
+func TestRecorderTickRotates(t *testing.T) {
+	r := New(Config{Slots: 10, Generation: 3, SampleEvery: 1})
+	r.Hot.Observe(1, "k", "")
+	for range 5 {
+		r.Tick()
+	}
+	if top, _ := r.Hot.Top(0); len(top) != 1 {
+		t.Fatalf("after 5 ticks (one rotation): %+v, want k", top)
+	}
+	r.Tick() // the second rotation
+	if top, _ := r.Hot.Top(0); len(top) != 0 {
+		t.Errorf("after 6 ticks (two rotations): %+v, want none", top)
+	}
+	if got := len(r.Series.Last(0)); got != 6 {
+		t.Errorf("%d intervals, want 6", got)
+	}
+	if d := New(Config{}); d.Generation != DefaultSlots {
+		t.Errorf("default generation %d, want %d", d.Generation, DefaultSlots)
+	}
 }

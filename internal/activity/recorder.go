@@ -1,6 +1,9 @@
 package activity
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Config sizes a Recorder. Zero fields take the defaults.
 type Config struct {
@@ -13,6 +16,10 @@ type Config struct {
 	Capacity int
 	// SampleEvery: HotKeys counts 1 check in SampleEvery. Default 8.
 	SampleEvery int
+	// Generation is how many ticks a generation of HotKeys lasts (Tick
+	// rotates them), so the hot keys cover the last Generation to
+	// 2*Generation intervals. Default Slots (5 minutes).
+	Generation int
 }
 
 // Defaults of Config.
@@ -25,9 +32,11 @@ const (
 
 // Recorder is a node's activity: the rate Series and the HotKeys.
 type Recorder struct {
-	Interval time.Duration
-	Series   *Series
-	Hot      *HotKeys
+	Interval   time.Duration
+	Generation int // ticks a HotKeys generation lasts
+	Series     *Series
+	Hot        *HotKeys
+	ticks      atomic.Uint64
 }
 
 // New returns a Recorder sized by cfg.
@@ -44,5 +53,18 @@ func New(cfg Config) *Recorder {
 	if cfg.SampleEvery <= 0 {
 		cfg.SampleEvery = DefaultSampleEvery
 	}
-	return &Recorder{Interval: cfg.Interval, Series: NewSeries(cfg.Slots), Hot: NewHotKeys(cfg.Capacity, cfg.SampleEvery)}
+	if cfg.Generation <= 0 {
+		cfg.Generation = cfg.Slots
+	}
+	return &Recorder{Interval: cfg.Interval, Generation: cfg.Generation, Series: NewSeries(cfg.Slots),
+		Hot: NewHotKeys(cfg.Capacity, cfg.SampleEvery)}
+}
+
+// Tick closes an interval of the Series and, every Generation ticks,
+// rotates the HotKeys. The caller ticks every Interval.
+func (r *Recorder) Tick() {
+	r.Series.Tick()
+	if r.ticks.Add(1)%uint64(r.Generation) == 0 {
+		r.Hot.Rotate()
+	}
 }

@@ -89,6 +89,43 @@ func (s *Sketch) Reset() {
 	s.total = 0
 }
 
+// merge appends to dst the counters of a and b (two sketches of disjoint
+// parts of one stream) merged: a hash in both sums its counts and errors;
+// a hash in one alone may have been counted in the other up to that
+// one's smallest counter (0 while it is not full), which is added to its
+// Count and Err. So the true count over both parts stays within
+// [Count-Err, Count] (Agarwal et al., "Mergeable summaries", 2012).
+func merge(dst []Counter, a, b *Sketch) []Counter {
+	ma, mb := a.floor(), b.floor()
+	for _, c := range a.heap {
+		if j, ok := b.index[c.Hash]; ok {
+			c.Count += b.heap[j].Count
+			c.Err += b.heap[j].Err
+		} else {
+			c.Count += mb
+			c.Err += mb
+		}
+		dst = append(dst, c)
+	}
+	for _, c := range b.heap {
+		if _, ok := a.index[c.Hash]; !ok {
+			c.Count += ma
+			c.Err += ma
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// floor is the most a hash without a counter may have been counted: the
+// smallest counter of a full sketch, 0 otherwise.
+func (s *Sketch) floor() uint64 {
+	if len(s.heap) < cap(s.heap) {
+		return 0
+	}
+	return s.heap[0].Count
+}
+
 func sortCounters(cs []Counter) {
 	slices.SortFunc(cs, func(a, b Counter) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {

@@ -161,3 +161,64 @@ func TestLabel(t *testing.T) {
 		}
 	}
 }
+
+// Two sketches of consecutive parts of a stream, merged, keep the bounds
+// over the whole stream: true count in [Count-Err, Count], Err at most
+// N1/k + N2/k, every key above that listed; exact while neither is full.
+func TestMerge(t *testing.T) {
+	cases := []struct {
+		name     string
+		capacity int
+		a, b     []uint64
+		top      uint64
+	}{
+		{"both empty", 4, nil, nil, 0},
+		{"one empty", 4, repeat(1, 5), nil, 1},
+		{"under capacity, shared keys", 16, uniform(1000, 10, 1), uniform(1000, 12, 2), 0},
+		{"hot then cold", 16, repeat(42, 3000), uniform(5000, 3000, 3), 42},
+		{"cold then hot", 16, uniform(5000, 3000, 4), repeat(42, 3000), 42},
+		{"zipf both", 32, zipf(40000, 5000, 1.3, 5), zipf(40000, 5000, 1.3, 6), 1000},
+		{"disjoint heavy keys", 8, append(repeat(7, 900), uniform(3000, 2000, 7)...), append(repeat(9, 1000), uniform(3000, 2000, 8)...), 9},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sa, sb := NewSketch(tc.capacity), NewSketch(tc.capacity)
+			truth := map[uint64]uint64{}
+			for _, h := range tc.a {
+				sa.Add(h, "", "", 1)
+				truth[h]++
+			}
+			for _, h := range tc.b {
+				sb.Add(h, "", "", 1)
+				truth[h]++
+			}
+			merged := merge(nil, sa, sb)
+			sortCounters(merged)
+			k := uint64(tc.capacity)
+			bound := uint64(len(tc.a))/k + uint64(len(tc.b))/k
+			exact := sa.floor() == 0 && sb.floor() == 0
+			seen := map[uint64]bool{}
+			for _, c := range merged {
+				if seen[c.Hash] {
+					t.Errorf("hash %d merged twice", c.Hash)
+				}
+				seen[c.Hash] = true
+				tr := truth[c.Hash]
+				if c.Count < tr || c.Count-c.Err > tr {
+					t.Errorf("key %d: true %d outside [%d, %d]", c.Hash, tr, c.Count-c.Err, c.Count)
+				}
+				if c.Err > bound || (exact && (c.Err != 0 || c.Count != tr)) {
+					t.Errorf("key %d: count %d err %d (true %d, bound %d, exact %v)", c.Hash, c.Count, c.Err, tr, bound, exact)
+				}
+			}
+			for h, c := range truth {
+				if c > bound && !seen[h] {
+					t.Errorf("key %d: true %d > %d but not merged", h, c, bound)
+				}
+			}
+			if tc.top != 0 && (len(merged) == 0 || merged[0].Hash != tc.top) {
+				t.Errorf("top = %+v, want %d", merged[:min(len(merged), 3)], tc.top)
+			}
+		})
+	}
+}
