@@ -11,7 +11,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test nginx fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check
+.PHONY: all build run test nginx fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot
 
 all: build
 
@@ -34,7 +34,7 @@ nginx:
 		export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq nginx-light >/dev/null; }
 
 # FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
-FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit \
+FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzUIQuery \
 	policy:FuzzParse rls:FuzzParse \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults \
 	cluster:FuzzDecodeMeta cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP
@@ -126,6 +126,12 @@ helm-check: build
 image: build
 	@command -v docker >/dev/null || { echo "docker not found: make image needs Docker Engine" >&2; exit 1; }
 	docker build -t sluice:dev .
+
+## ui-screenshot: docs/ui.png, the status page of a 3-node cluster in headless Chromium (node's
+## TestStatusPageInBrowser; tools/install-chromium.sh installs Debian's chromium when missing)
+ui-screenshot:
+	tools/install-chromium.sh
+	SLUICE_UI_SCREENSHOT=$(CURDIR)/docs/ui.png $(GO) test -count=1 -run '^TestStatusPageInBrowser$$' ./node
 
 ## e2e: the end-to-end suite on real containers (needs Docker Engine)
 e2e: image

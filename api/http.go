@@ -8,6 +8,7 @@ package api
 //	GET|POST /v1/check?key=K&policy=P            (no body: nginx auth_request, Traefik ForwardAuth)
 //	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming)
 //	GET  /healthz, /readyz, /metrics
+//	GET  /ui, /ui/data                           (the status page, ui.go; when HTTPConfig.UI is set)
 //
 // With HTTPConfig.RequireClientCert (mTLS), every route but the probes
 // /healthz and /readyz needs a verified client certificate (http_auth.go).
@@ -83,6 +84,9 @@ type HTTPConfig struct {
 	// (tls.VerifyClientCertIfGiven): the kubelet's probes, which present
 	// none, still answer, and nothing else does.
 	RequireClientCert bool
+	// UI, if set, serves the status page at /ui and /ui/data (ui.go);
+	// nil answers 404 there.
+	UI *UIConfig
 }
 
 // DefaultMaxBodyBytes is the default bound on a request's body.
@@ -97,6 +101,7 @@ type httpAPI struct {
 	maxBody int64
 	// requireCert: see HTTPConfig.RequireClientCert.
 	requireCert bool
+	ui          *UIConfig
 
 	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics prometheus.Observer
 }
@@ -109,8 +114,13 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	if cfg.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("%w: HTTPConfig.MaxBodyBytes: must be >= 0 (0: the default)", ErrInvalidConfig)
 	}
+	if cfg.UI != nil {
+		if err := cfg.UI.validate(); err != nil {
+			return nil, err
+		}
+	}
 	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
-		requireCert: cfg.RequireClientCert}
+		requireCert: cfg.RequireClientCert, ui: cfg.UI}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -171,6 +181,8 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else if allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			a.metrics.ServeHTTP(w, r)
 		}
+	case "/ui", "/ui/data":
+		a.serveUI(w, r)
 	default:
 		writeError(w, &httpError{status: http.StatusNotFound, msg: "no route " + strconv.Quote(r.URL.Path)})
 	}

@@ -53,7 +53,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		jobs[i].res = &out[i]
 	}
 	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
-	l.metrics.observeBatch(out, jobs)
+	l.metrics.observeBatch(reqs, out, jobs)
 	return out, nil
 }
 

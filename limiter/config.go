@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/internal/activity"
 	"github.com/sluice-rl/sluice/internal/grant"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
@@ -59,6 +60,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger receives cluster events; nil means slog.Default().
 	Logger *slog.Logger
+	// Activity, if set, receives every check counted in the checks_total
+	// metric (the rate of checks and denials, a sample of their keys) for
+	// the status page; nil keeps none.
+	Activity *activity.Recorder
 }
 
 // New validates cfg and builds a Limiter. Errors wrap ErrInvalidConfig
@@ -100,6 +105,7 @@ func New(cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
+	l.metrics.activity = cfg.Activity
 	return l, nil
 }
 

@@ -39,7 +39,7 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 		if fid != "" {
 			out.ID, out.ExpiresAfter = fid, ttl
 		}
-		l.metrics.observe(r.limit.Algorithm, &out.Result)
+		l.metrics.observe(&req.Request, r.hash, r.limit.Algorithm, &out.Result)
 		return out, nil
 	}
 	if out.Err != nil {
@@ -49,7 +49,7 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 		out.ID = id.String()
 		out.ExpiresAfter = ttl
 	}
-	l.metrics.observe(r.limit.Algorithm, &out.Result)
+	l.metrics.observe(&req.Request, r.hash, r.limit.Algorithm, &out.Result)
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/internal/activity"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/store"
 )
@@ -24,6 +25,10 @@ type metrics struct {
 	// invalidStates counts handed-off or fetched states dropped because
 	// they fail store.Entry.Validate.
 	invalidStates prometheus.Counter
+	// activity, if set, also receives the checks counted here: their
+	// rate, and a sample of their keys for the hot keys (no per-key
+	// metrics).
+	activity *activity.Recorder
 }
 
 const (
@@ -107,8 +112,18 @@ func (m *metrics) fellBack(mode policy.FailureMode) {
 
 // observeBatch counts the decisions of one Check call, adding to each
 // counter once rather than once per item.
-func (m *metrics) observeBatch(results []Result, jobs []job) {
+func (m *metrics) observeBatch(reqs []Request, results []Result, jobs []job) {
 	var n [bucket.LastAlgorithm + 1][3]int
+	if a := m.activity; a != nil {
+		var denied uint64
+		for i := range results {
+			if outcomeOf(&results[i]) == outcomeDenied {
+				denied++
+			}
+			a.Hot.Observe(jobs[i].hash, reqs[i].Key, reqs[i].Policy)
+		}
+		a.Series.Add(uint64(len(results)), denied)
+	}
 	for i := range results {
 		a := jobs[i].limit.Algorithm
 		if a > bucket.LastAlgorithm {
@@ -136,8 +151,16 @@ func outcomeOf(r *Result) int {
 	return outcomeAllowed
 }
 
-// observe counts one decision.
-func (m *metrics) observe(a bucket.Algorithm, r *Result) {
+// observe counts one decision, of req (hash: its bucket).
+func (m *metrics) observe(req *Request, hash uint64, a bucket.Algorithm, r *Result) {
+	if act := m.activity; act != nil {
+		var denied uint64
+		if outcomeOf(r) == outcomeDenied {
+			denied = 1
+		}
+		act.Hot.Observe(hash, req.Key, req.Policy)
+		act.Series.Add(1, denied)
+	}
 	if a <= bucket.LastAlgorithm {
 		m.checks[a][outcomeOf(r)].Inc()
 	}

@@ -28,7 +28,7 @@ type Config struct {
 	// service envoy.service.ratelimit.v3, health, reflection).
 	GRPCAddr string
 	// HTTPAddr is the HTTP listen address (/v1/check, /v1/usage, /healthz,
-	// /readyz, /metrics).
+	// /readyz, /metrics, the status page /ui).
 	HTTPAddr string
 	// GRPCAdvertiseAddr is the public gRPC address of this node, gossiped
 	// to the others and given to clients by the Membership API.
@@ -135,6 +135,10 @@ type Config struct {
 	// RLSMaxMetricKeys caps the request-derived series of the RLS metrics
 	// (see api.RLSConfig.MaxMetricKeys); 0 means the default.
 	RLSMaxMetricKeys int
+	// UIKeys says to whom the status page (/ui) shows hot keys' strings:
+	// "local" (or empty) to requests from loopback without proxy headers,
+	// "always", or "never"; others see the keys' hashes (api.KeyDisplay).
+	UIKeys string
 	// Bounds limit what callers may send and how long a connection may
 	// last (HTTP timeouts, header and body sizes, gRPC message size);
 	// zero fields take the defaults (see Bounds).
@@ -232,6 +236,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: NodeName: must not be empty", ErrInvalidConfig)
 	case c.GRPCAddr == "":
 		return fmt.Errorf("%w: GRPCAddr: must not be empty", ErrInvalidConfig)
+	case c.UIKeys != "" && !validUIKeys(c.UIKeys):
+		return fmt.Errorf("%w: UIKeys: %q: want local, always or never", ErrInvalidConfig, c.UIKeys)
 	case c.HTTPAddr == "":
 		return fmt.Errorf("%w: HTTPAddr: must not be empty", ErrInvalidConfig)
 	case c.PeerAddr == "":

@@ -28,6 +28,8 @@ func TestConfigRLSSettings(t *testing.T) {
 		{"empty limit header", func(c *Config) { c.RLSResponseHeaders, c.RLSLimitHeader = true, "" }, "RLSLimitHeader"},
 		{"remaining header with a colon", func(c *Config) { c.RLSResponseHeaders, c.RLSRemainingHeader = true, "X:Left" }, "RLSRemainingHeader"},
 		{"reset header with a space", func(c *Config) { c.RLSResponseHeaders, c.RLSResetHeader = true, "X Reset" }, "RLSResetHeader"},
+		{"ui keys never", func(c *Config) { c.UIKeys = "never" }, ""},
+		{"ui keys unknown", func(c *Config) { c.UIKeys = "yes" }, "UIKeys"},
 	} {
 		c := LocalConfig("n")
 		tt.set(&c)

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rl/sluice/api"
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/activity"
 	"github.com/sluice-rl/sluice/internal/version"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
@@ -57,6 +58,8 @@ type Node struct {
 	policyHash    atomic.Pointer[string]
 	policyReloads *prometheus.CounterVec
 	metaKick      chan struct{} // buffer 1: gossip the metadata again
+
+	activity *activity.Recorder // the status page's rates and hot keys (ui.go)
 }
 
 // New builds a node: it binds the gRPC, HTTP, peer and gossip listeners, so that
@@ -113,6 +116,7 @@ func New(cfg Config) (n *Node, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.activity = activity.New(activity.Config{})
 	if n.limiter, err = limiter.New(limiter.Config{
 		NodeName: cfg.NodeName,
 		Clock:    cfg.Clock,
@@ -126,6 +130,7 @@ func New(cfg Config) (n *Node, err error) {
 		Policies:     set,
 		Registerer:   reg,
 		Logger:       log,
+		Activity:     n.activity,
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -190,6 +195,7 @@ func New(cfg Config) (n *Node, err error) {
 		// With mTLS, the handshake lets clients without a certificate
 		// in (httpTLSConfig) for the probes alone.
 		RequireClientCert: n.sec.clientAuth,
+		UI:                n.uiConfig(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -367,6 +373,7 @@ func (n *Node) Run(ctx context.Context) error {
 	g.Go(func() error { return n.cluster.Run(gctx) })
 	g.Go(func() error { n.handoffLoop(gctx); return nil })
 	g.Go(func() error { n.sweepLoop(gctx); return nil })
+	g.Go(func() error { n.activityLoop(gctx); return nil })
 	if n.rlsLoad != nil {
 		g.Go(func() error { return n.rlsLoad.Run(gctx) })
 	}

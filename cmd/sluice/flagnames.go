@@ -36,6 +36,7 @@ var serveFlags = map[string]string{
 	"PolicyFile":                   "config",
 	"RLSConfig":                    "rls-config",
 	"ShutdownTimeout":              "shutdown-timeout",
+	"UIKeys":                       "ui-keys",
 	"Bounds.HTTPReadHeaderTimeout": "http-read-header-timeout",
 	"Bounds.HTTPReadTimeout":       "http-read-timeout",
 	"Bounds.HTTPWriteTimeout":      "http-write-timeout",

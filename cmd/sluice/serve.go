@@ -60,6 +60,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.RLSRemainingHeader, "rls-remaining-header", cfg.RLSRemainingHeader, "name of the header of the remaining hits, with --rls-response-headers (LIMIT_REMAINING_HEADER)")
 	fs.StringVar(&cfg.RLSResetHeader, "rls-reset-header", cfg.RLSResetHeader, "name of the header of the seconds until the window resets, with --rls-response-headers (LIMIT_RESET_HEADER)")
 	fs.Float64Var(&cfg.RLSNearLimitRatio, "rls-near-limit-ratio", cfg.RLSNearLimitRatio, "share of a limit, in (0, 1], above which hits count as near_limit (NEAR_LIMIT_RATIO)")
+	fs.StringVar(&cfg.UIKeys, "ui-keys", "local", "to whom the status page (/ui on the HTTP port) shows hot keys, which may be sensitive: local (requests from loopback without proxy headers), always, or never; others see a key's hash")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long to drain in-flight calls on SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")

@@ -1,0 +1,43 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-rl/sluice/api"
+)
+
+// The status page (/ui on the HTTP port): the members as this node sees
+// them, its rate of checks and denials and its hot keys, which the limiter
+// feeds into n.activity where it counts its check metrics.
+
+// uiConfig is the status page's configuration.
+func (n *Node) uiConfig() *api.UIConfig {
+	keys := api.KeysLocal
+	if n.cfg.UIKeys != "" {
+		keys, _ = api.ParseKeyDisplay(n.cfg.UIKeys) // validated by Config.validate
+	}
+	return &api.UIConfig{Self: n.cfg.NodeName, Members: n.members, Activity: n.activity, Keys: keys}
+}
+
+// validUIKeys reports whether s is a Config.UIKeys.
+func validUIKeys(s string) bool {
+	_, err := api.ParseKeyDisplay(s)
+	return err == nil
+}
+
+// activityLoop ticks the activity each interval, in real time: it closes
+// an interval of the rate series (the checks of that second) and, every
+// generation, rotates the hot keys.
+func (n *Node) activityLoop(ctx context.Context) {
+	t := time.NewTicker(n.activity.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.activity.Tick()
+		}
+	}
+}
