@@ -416,3 +416,37 @@ func TestJoinDeliversTheWholeMembership(t *testing.T) {
 		waitFor(t, 10*time.Second, "the joiner is gone", func() bool { return converged(nodes, nodes, nil) })
 	}
 }
+
+// A node that crashed and comes back under its name at a new address (a
+// pod rescheduled with a new IP) is listed at the new address soon after
+// the old one is declared dead, not after memberlist forgets the dead
+// node (GossipToTheDeadTime, 5s in the local preset, counted from the
+// death: the deadline below is well inside it).
+func TestRestartAtNewAddressReclaimsName(t *testing.T) {
+	a := startNode(t, localConfig("a"))
+	c := startNode(t, localConfig("c", a.GossipAddr()))
+	b := newNode(t, localConfig("b", a.GossipAddr()))
+	b.run()
+	waitFor(t, 5*time.Second, "a, b and c see each other", func() bool {
+		return converged([]*testNode{a, b, c}, []*testNode{a, b, c}, nil)
+	})
+	b.stop() // no Leave: a crash
+	waitFor(t, 10*time.Second, "a and c declare b dead", func() bool {
+		sa, _ := a.State("b")
+		sc, _ := c.State("b")
+		return sa == cluster.Dead && sc == cluster.Dead
+	})
+	b2 := startNode(t, localConfig("b", a.GossipAddr()))
+	if b2.GossipAddr() == b.GossipAddr() {
+		t.Fatalf("b came back at its old address %s", b.GossipAddr())
+	}
+	d := waitFor(t, 3500*time.Millisecond, "a and c list b at its new address", func() bool {
+		for _, n := range []*testNode{a, c} {
+			if m, ok := n.Snapshot().Member("b"); !ok || m.GossipAddr != b2.GossipAddr() {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("b listed at its new address %v after it started", d.Round(time.Millisecond))
+}

@@ -328,6 +328,13 @@ func (c Config) memberlistConfig() *memberlist.Config {
 		mc = memberlist.DefaultLANConfig()
 	}
 	mc.Name = c.NodeName
+	// A node restarted at a new address under its old name (a StatefulSet
+	// pod rescheduled with a new IP) takes its name back as soon as the
+	// old incarnation has been dead for a probe interval, instead of being
+	// ignored until memberlist forgets the dead one (GossipToTheDeadTime,
+	// 30s on a LAN). A live holder of the name still refuses it
+	// (ErrNameTaken).
+	mc.DeadNodeReclaimTime = mc.ProbeInterval
 
 	bindIP, bindPort, _ := parseIPPort(c.BindAddr)
 	mc.BindAddr = "0.0.0.0"
