@@ -187,9 +187,31 @@ func TestClusterAdmitsExactlyTheLimit(t *testing.T) {
 	}
 }
 
-// 1,000 concurrent checks through all nodes give the exact count.
+// 1,000 concurrent checks through all nodes give the exact count when
+// every check is decided by the owner (node grants off). With grants on
+// (the default), admission never exceeds the limit, and may fall short of
+// it by the tokens still held in unexpired grants when the checks stop
+// (grant.go); under load that was 10 of 500.
 func TestClusterConcurrentChecksExact(t *testing.T) {
-	tc := newTestCluster(t, 3)
+	for _, grants := range []bool{false, true} {
+		t.Run(fmt.Sprintf("grants %v", grants), func(t *testing.T) {
+			tc := newTestCluster0(t, 3, func(c *node.Config) {
+				if !grants {
+					c.Grants.Threshold = -1
+				}
+			})
+			allowed, failed := concurrentChecks(tc)
+			if failed != 0 || allowed > 500 || (!grants && allowed != 500) {
+				t.Fatalf("allowed %d, failed %d of 1000; want %s 500 allowed and none failed", allowed, failed, map[bool]string{false: "exactly", true: "at most"}[grants])
+			}
+			t.Logf("allowed %d of 1000 for a limit of 500", allowed)
+		})
+	}
+}
+
+// concurrentChecks sends 1,000 checks of one key (500 an hour) from 100
+// callers through every node of tc and counts the allowed and failed.
+func concurrentChecks(tc *testCluster) (int64, int64) {
 	cs := tc.clients()
 	lim := client.Limit{Limit: 500, Period: time.Hour}
 	var allowed, failed atomic.Int64
@@ -211,9 +233,7 @@ func TestClusterConcurrentChecksExact(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if failed.Load() != 0 || allowed.Load() != 500 {
-		t.Fatalf("allowed %d, failed %d of 1000; want exactly 500 allowed and none failed", allowed.Load(), failed.Load())
-	}
+	return allowed.Load(), failed.Load()
 }
 
 // spend brings each key to 60/100 and returns the keys by owner.
