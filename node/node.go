@@ -108,11 +108,12 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.pm = pm
 	if n.peers, err = transport.NewPeerClient(transport.PeerClientConfig{
-		Self:        cfg.NodeName,
-		Timeout:     cfg.PeerTimeout,
-		BatchWindow: cfg.BatchWindow,
-		Metrics:     pm,
-		DialOptions: n.sec.peerDialOptions(),
+		Self:           cfg.NodeName,
+		Timeout:        cfg.PeerTimeout,
+		BatchWindow:    cfg.BatchWindow,
+		Metrics:        pm,
+		DialOptions:    n.sec.peerDialOptions(),
+		TracerProvider: cfg.TracerProvider,
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -175,6 +176,7 @@ func New(cfg Config) (n *Node, err error) {
 	// Every gRPC server of the node recovers panics with rec.
 	rec := tm.Recovery(n.log)
 	opts := append(n.sec.publicGRPCOptions(), cfg.Bounds.grpcOptions()...)
+	opts = append(opts, cfg.tracingServerOptions()...)
 	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec, ServerOptions: opts}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -317,6 +319,7 @@ func (n *Node) closeAll() error {
 	if n.peers != nil {
 		errs = append(errs, n.peers.Close())
 	}
+	errs = append(errs, n.shutdownTracing())
 	return errors.Join(errs...)
 }
 
@@ -429,7 +432,7 @@ func (n *Node) shutdown() error {
 	n.stopping.Store(true)
 	if n.crashed.Load() {
 		n.limiter.Close()
-		return n.peers.Close()
+		return errors.Join(n.peers.Close(), n.shutdownTracing())
 	}
 	n.grpc.Health.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -484,7 +487,7 @@ func (n *Node) shutdown() error {
 		errs = append(errs, errors.New("node: grpc drain timed out; remaining calls were cut"))
 	}
 	n.limiter.Close()
-	errs = append(errs, n.cluster.Shutdown(), n.peers.Close())
+	errs = append(errs, n.cluster.Shutdown(), n.peers.Close(), n.shutdownTracing())
 	n.log.Info("stopped")
 	return errors.Join(errs...)
 }
