@@ -59,7 +59,8 @@ type Node struct {
 	policyReloads *prometheus.CounterVec
 	metaKick      chan struct{} // buffer 1: gossip the metadata again
 
-	activity *activity.Recorder // the status page's rates and hot keys (ui.go)
+	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
+	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
 }
 
 // New builds a node: it binds the gRPC, HTTP, peer and gossip listeners, so that
@@ -136,6 +137,9 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
+	if n.ringChanges, err = n.registerNodeMetrics(reg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	ccfg := cluster.LANConfig(cfg.NodeName)
 	if cfg.ClusterPreset == cluster.PresetLocal {
 		ccfg = cluster.LocalConfig(cfg.NodeName)
@@ -223,6 +227,7 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
 		return
 	}
+	n.ringChanges.Inc()
 	n.peers.Forget(func(name string) bool {
 		_, ok := n.limiter.Ring().Member(name)
 		return ok
