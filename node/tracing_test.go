@@ -118,3 +118,22 @@ func TestNoTracerProviderNoSpans(t *testing.T) {
 		t.Fatalf("%d spans started without a TracerProvider, want none: first %q", len(s), s[0].Name())
 	}
 }
+
+// BenchmarkCheckGRPCTraced is BenchmarkCheckGRPC's one-item Check with
+// tracing off and on (every call sampled, spans batched to an exporter
+// that drops them): the cost of the server stats handler.
+//
+//	go test -run '^$' -bench CheckGRPCTraced -benchtime 3s ./node/
+func BenchmarkCheckGRPCTraced(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			n := startNode(b, func(c *node.Config) {
+				if on {
+					c.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+						sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				}
+			})
+			benchCheck(b, n.GRPCAddr(), 1)
+		})
+	}
+}
