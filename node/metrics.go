@@ -44,6 +44,14 @@ func (n *Node) registerNodeMetrics(reg prometheus.Registerer) (prometheus.Counte
 			Name: "sluice_grant_misses_total",
 			Help: "Checks of a granted key that found no token left and waited for a grant.",
 		}, grants(func(s *limiter.GrantStats) uint64 { return s.Misses })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_grant_tokens_granted_total",
+			Help: "Tokens the owners of hot keys granted this node.",
+		}, grants(func(s *limiter.GrantStats) uint64 { return s.Granted })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_grant_tokens_expired_total",
+			Help: "Granted tokens that lapsed unspent: the grant's TTL passed, or the key went idle.",
+		}, grants(func(s *limiter.GrantStats) uint64 { return s.Expired })),
 		&membersCollector{n: n, desc: prometheus.NewDesc("sluice_members",
 			"Members this node sees, by state.", []string{"state"}, nil)},
 	}
