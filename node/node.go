@@ -324,7 +324,7 @@ func (n *Node) closeAll() error {
 	if n.peers != nil {
 		errs = append(errs, n.peers.Close())
 	}
-	errs = append(errs, n.shutdownTracing())
+	n.shutdownTracing()
 	return errors.Join(errs...)
 }
 
@@ -435,9 +435,10 @@ func (n *Node) sweepLoop(ctx context.Context) {
 // in-flight calls and stop.
 func (n *Node) shutdown() error {
 	n.stopping.Store(true)
+	defer n.shutdownTracing() // last: the servers and peer client have ended their spans
 	if n.crashed.Load() {
 		n.limiter.Close()
-		return errors.Join(n.peers.Close(), n.shutdownTracing())
+		return n.peers.Close()
 	}
 	n.grpc.Health.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -492,7 +493,7 @@ func (n *Node) shutdown() error {
 		errs = append(errs, errors.New("node: grpc drain timed out; remaining calls were cut"))
 	}
 	n.limiter.Close()
-	errs = append(errs, n.cluster.Shutdown(), n.peers.Close(), n.shutdownTracing())
+	errs = append(errs, n.cluster.Shutdown(), n.peers.Close())
 	n.log.Info("stopped")
 	return errors.Join(errs...)
 }
