@@ -7,7 +7,8 @@ PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.1
 PROTOC_GEN_GO_VTPROTO := github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
 STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=$(VERSION)
+COMMIT         ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=$(VERSION) -X github.com/sluice-rl/sluice/internal/version.Commit=$(COMMIT)
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 

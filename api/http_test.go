@@ -737,7 +737,7 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 		t.Fatalf("metrics: %d", a.status)
 	}
 	for _, want := range []string{
-		`sluice_checks_total{algorithm="token_bucket",result="allowed"} 1`,
+		`sluice_checks_total{algorithm="token_bucket",policy="",result="allowed"} 1`,
 		`sluice_request_duration_seconds_count{method="check",transport="http"} 1`,
 	} {
 		if !strings.Contains(string(a.body), want) {

@@ -101,7 +101,7 @@ func New(cfg Config) (*Limiter, error) {
 		set = policy.Empty()
 	}
 	l.policies.Store(set)
-	l.metrics, err = newMetrics(cfg.Registerer, st)
+	l.metrics, err = newMetrics(cfg.Registerer, st, set)
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}

@@ -54,8 +54,12 @@ func (l *Limiter) Close() { l.grants.Close() }
 // Name returns this node's name.
 func (l *Limiter) Name() string { return l.name }
 
-// SetPolicies swaps in a new policy set; checks in flight finish with the old one.
-func (l *Limiter) SetPolicies(s *policy.Set) { l.policies.Store(s) }
+// SetPolicies swaps in a new policy set; checks in flight finish with the
+// old one. The checks_total rows follow its names.
+func (l *Limiter) SetPolicies(s *policy.Set) {
+	l.policies.Store(s)
+	l.metrics.setPolicies(s)
+}
 
 // Policies returns the policy set in force.
 func (l *Limiter) Policies() *policy.Set { return l.policies.Load() }

@@ -1,6 +1,9 @@
 package limiter
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -11,8 +14,11 @@ import (
 
 // metrics are the limiter's Prometheus metrics. There are no per-key labels.
 type metrics struct {
-	// checks[algorithm][outcome]
-	checks [bucket.LastAlgorithm + 1][3]prometheus.Counter
+	// checksVec is sluice_checks_total{policy,algorithm,result}; checks
+	// holds its counters for the policy set in force (see setPolicies).
+	checksVec *prometheus.CounterVec
+	checks    atomic.Pointer[policyCounters]
+	checksMu  sync.Mutex // serializes setPolicies
 	// forwarded counts items sent to their owner on another node.
 	forwarded prometheus.Counter
 	// handedOff counts states pushed to their new owner.
@@ -37,19 +43,38 @@ const (
 	outcomeError
 )
 
+// checkCounters are the checks_total counters of one policy label, by
+// [algorithm][outcome].
+type checkCounters [bucket.LastAlgorithm + 1][3]prometheus.Counter
+
+// policyCounters are the checks_total counters of a policy set: one row per
+// configured policy name, and policy="" for inline limits and for names
+// the set does not have (a request's name never becomes a label).
+type policyCounters struct {
+	inline *checkCounters
+	named  map[string]*checkCounters
+}
+
+// of returns the counters of a request's policy name.
+func (pc *policyCounters) of(name string) *checkCounters {
+	if name != "" {
+		if c, ok := pc.named[name]; ok {
+			return c
+		}
+	}
+	return pc.inline
+}
+
 // newMetrics registers the metrics on reg. A nil reg keeps them unregistered.
-func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, st *store.Store, set *policy.Set) (*metrics, error) {
 	m := &metrics{}
 	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice",
 		Name:      "checks_total",
-		Help:      "Checks and acquires answered to this node's callers, by algorithm and result (allowed, denied, error); checks forwarded here by other nodes are not counted again.",
-	}, []string{"algorithm", "result"})
-	for a := bucket.TokenBucket; a <= bucket.LastAlgorithm; a++ {
-		for o, name := range []string{"allowed", "denied", "error"} {
-			m.checks[a][o] = checks.WithLabelValues(a.String(), name)
-		}
-	}
+		Help:      "Checks and acquires answered to this node's callers, by policy (\"\" for inline limits), algorithm and result (allowed, denied, error); checks forwarded here by other nodes are not counted again.",
+	}, []string{"policy", "algorithm", "result"})
+	m.checksVec = checks
+	m.setPolicies(set)
 	m.forwarded = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "sluice", Name: "forwarded_checks_total",
 		Help: "Checks this node sent to the node that owns their key.",
@@ -103,6 +128,57 @@ func newMetrics(reg prometheus.Registerer, st *store.Store) (*metrics, error) {
 	return m, nil
 }
 
+// countersFor returns the checks_total counters of policy label name.
+func (m *metrics) countersFor(name string) *checkCounters {
+	c := new(checkCounters)
+	for a := bucket.TokenBucket; a <= bucket.LastAlgorithm; a++ {
+		for o, result := range []string{"allowed", "denied", "error"} {
+			c[a][o] = m.checksVec.WithLabelValues(name, a.String(), result)
+		}
+	}
+	return c
+}
+
+// setPolicies makes the checks_total rows those of set's policy names (and
+// policy=""): a new name gets its row, a removed one's row is deleted, so
+// the series stay bounded by the names configured. Checks in flight under
+// the old set may still count under a removed name's deleted counters.
+func (m *metrics) setPolicies(set *policy.Set) {
+	m.checksMu.Lock()
+	defer m.checksMu.Unlock()
+	old := m.checks.Load()
+	pc := &policyCounters{named: make(map[string]*checkCounters, set.Len())}
+	if old != nil {
+		pc.inline = old.inline
+	} else {
+		pc.inline = m.countersFor("")
+	}
+	for _, name := range set.Names() {
+		if c, ok := old.namedCounters(name); ok {
+			pc.named[name] = c
+		} else {
+			pc.named[name] = m.countersFor(name)
+		}
+	}
+	if old != nil {
+		for name := range old.named {
+			if _, ok := pc.named[name]; !ok {
+				m.checksVec.DeletePartialMatch(prometheus.Labels{"policy": name})
+			}
+		}
+	}
+	m.checks.Store(pc)
+}
+
+// namedCounters returns the counters of a configured name; pc may be nil.
+func (pc *policyCounters) namedCounters(name string) (*checkCounters, bool) {
+	if pc == nil {
+		return nil, false
+	}
+	c, ok := pc.named[name]
+	return c, ok
+}
+
 // fellBack counts one answer by a failure mode.
 func (m *metrics) fellBack(mode policy.FailureMode) {
 	if int(mode) < len(m.fallbacks) {
@@ -124,17 +200,31 @@ func (m *metrics) observeBatch(reqs []Request, results []Result, jobs []job) {
 		}
 		a.Series.Add(uint64(len(results)), denied)
 	}
+	// Items of one policy are counted together: n holds the counts of
+	// cur's policy until the next item names another.
+	pc := m.checks.Load()
+	cur, curName := pc.inline, ""
 	for i := range results {
 		a := jobs[i].limit.Algorithm
 		if a > bucket.LastAlgorithm {
 			continue
 		}
+		if p := reqs[i].Policy; p != curName {
+			addCounts(cur, &n)
+			cur, curName = pc.of(p), p
+		}
 		n[a][outcomeOf(&results[i])]++
 	}
+	addCounts(cur, &n)
+}
+
+// addCounts adds n to c and zeroes n.
+func addCounts(c *checkCounters, n *[bucket.LastAlgorithm + 1][3]int) {
 	for a := range n {
-		for o, c := range n[a] {
-			if c > 0 {
-				m.checks[a][o].Add(float64(c))
+		for o, k := range n[a] {
+			if k > 0 {
+				c[a][o].Add(float64(k))
+				n[a][o] = 0
 			}
 		}
 	}
@@ -162,6 +252,6 @@ func (m *metrics) observe(req *Request, hash uint64, a bucket.Algorithm, r *Resu
 		act.Series.Add(1, denied)
 	}
 	if a <= bucket.LastAlgorithm {
-		m.checks[a][outcomeOf(r)].Inc()
+		m.checks.Load().of(req.Policy)[a][outcomeOf(r)].Inc()
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-rl/sluice/api"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/tlsconfig"
@@ -179,6 +181,13 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives the node's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, if set, traces the node's gRPC calls: the public
+	// server's and the peer server's RPCs (otelgrpc server stats
+	// handlers), and the peer client's, whose W3C trace context the owner
+	// continues. nil means no tracing, and no stats handler installed.
+	// The node owns it: when the provider has a Shutdown method (the SDK's
+	// does), the node calls it when it stops, which flushes its spans.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig is the configuration of `sluice serve` with no flags: a

@@ -59,7 +59,8 @@ type Node struct {
 	policyReloads *prometheus.CounterVec
 	metaKick      chan struct{} // buffer 1: gossip the metadata again
 
-	activity *activity.Recorder // the status page's rates and hot keys (ui.go)
+	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
+	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
 }
 
 // New builds a node: it binds the gRPC, HTTP, peer and gossip listeners, so that
@@ -108,11 +109,12 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.pm = pm
 	if n.peers, err = transport.NewPeerClient(transport.PeerClientConfig{
-		Self:        cfg.NodeName,
-		Timeout:     cfg.PeerTimeout,
-		BatchWindow: cfg.BatchWindow,
-		Metrics:     pm,
-		DialOptions: n.sec.peerDialOptions(),
+		Self:           cfg.NodeName,
+		Timeout:        cfg.PeerTimeout,
+		BatchWindow:    cfg.BatchWindow,
+		Metrics:        pm,
+		DialOptions:    n.sec.peerDialOptions(),
+		TracerProvider: cfg.TracerProvider,
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -135,6 +137,9 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 
+	if n.ringChanges, err = n.registerNodeMetrics(reg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	ccfg := cluster.LANConfig(cfg.NodeName)
 	if cfg.ClusterPreset == cluster.PresetLocal {
 		ccfg = cluster.LocalConfig(cfg.NodeName)
@@ -175,6 +180,7 @@ func New(cfg Config) (n *Node, err error) {
 	// Every gRPC server of the node recovers panics with rec.
 	rec := tm.Recovery(n.log)
 	opts := append(n.sec.publicGRPCOptions(), cfg.Bounds.grpcOptions()...)
+	opts = append(opts, cfg.tracingServerOptions()...)
 	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec, ServerOptions: opts}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -221,6 +227,7 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
 		return
 	}
+	n.ringChanges.Inc()
 	n.peers.Forget(func(name string) bool {
 		_, ok := n.limiter.Ring().Member(name)
 		return ok
@@ -317,6 +324,7 @@ func (n *Node) closeAll() error {
 	if n.peers != nil {
 		errs = append(errs, n.peers.Close())
 	}
+	n.shutdownTracing()
 	return errors.Join(errs...)
 }
 
@@ -427,6 +435,7 @@ func (n *Node) sweepLoop(ctx context.Context) {
 // in-flight calls and stop.
 func (n *Node) shutdown() error {
 	n.stopping.Store(true)
+	defer n.shutdownTracing() // last: the servers and peer client have ended their spans
 	if n.crashed.Load() {
 		n.limiter.Close()
 		return n.peers.Close()

@@ -26,6 +26,7 @@ func (n *Node) newPeerServer(pm *transport.PeerMetrics, rec *wire.Recovery) erro
 	opts := append(wire.ServerOptions(), rec.ServerOptions()...)
 	opts = append(opts, n.sec.peerServerOptions()...)
 	opts = append(opts, n.cfg.Bounds.grpcOptions()...)
+	opts = append(opts, n.cfg.tracingServerOptions()...)
 	n.peerGRPC = grpc.NewServer(opts...)
 	n.peerSrv.Register(n.peerGRPC)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -71,6 +72,10 @@ type PeerClientConfig struct {
 	// DialOptions are passed to grpc.NewClient; the default is insecure
 	// transport credentials.
 	DialOptions []grpc.DialOption
+	// TracerProvider, if set, traces the peer RPCs (an otelgrpc client
+	// stats handler) and sends their trace context to the owner; nil
+	// installs no handler at all.
+	TracerProvider trace.TracerProvider
 }
 
 // PeerClient reaches the other nodes of the cluster over sluice.v1.Peer; it
@@ -137,6 +142,9 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	// Fixed windows, as on the servers (wire.FlowWindow): no BDP pings.
 	cfg.DialOptions = append([]grpc.DialOption{wire.DialOption(),
 		grpc.WithInitialWindowSize(wire.FlowWindow), grpc.WithInitialConnWindowSize(wire.FlowWindow)}, cfg.DialOptions...)
+	if cfg.TracerProvider != nil {
+		cfg.DialOptions = append(cfg.DialOptions, tracingDialOption(cfg.TracerProvider))
+	}
 	// Surface bad dial options now rather than on the first forward.
 	probe, err := grpc.NewClient("passthrough:///sluice-peer-probe", cfg.DialOptions...)
 	if err != nil {

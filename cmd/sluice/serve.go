@@ -21,6 +21,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	var join listFlag
 	var logFormat, logLevel, cpuProfile string
+	var tracing bool
 	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "this node's name, unique in the cluster")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address")
@@ -64,6 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "how long to drain in-flight calls on SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&tracing, "tracing", false, "export traces of the gRPC calls (public, peer) over OTLP/gRPC, configured by the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER...); OTEL_TRACES_EXPORTER=otlp turns it on too")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file")
 	describeEnv(fs)
 	if err := parseWithEnv(fs, args); err != nil {
@@ -86,8 +88,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return fmt.Errorf("--log-format: %q is not text or json", logFormat)
 	}
+	tp, err := newTracerProvider(ctx, tracing, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		cfg.TracerProvider = tp // the node shuts it down, flushing its spans
+	}
 	n, err := node.New(cfg)
 	if err != nil {
+		if tp != nil {
+			_ = tp.Shutdown(context.Background())
+		}
 		return nameFlags(err) // the flags, not node.Config's fields
 	}
 	stopProfile, err := startCPUProfile(cpuProfile)

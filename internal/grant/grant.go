@@ -85,6 +85,11 @@ type Stats struct {
 	// Misses counts checks of a granted key that found no token and had to
 	// wait for a grant.
 	Misses uint64
+	// Granted counts the tokens owners granted.
+	Granted uint64
+	// Expired counts granted tokens that lapsed unspent (TTL), including
+	// those of keys dropped by Sweep.
+	Expired uint64
 }
 
 const stripes = 64
@@ -98,6 +103,7 @@ type Holder struct {
 		m  map[uint64]*slot
 	}
 	local, requests, misses atomic.Uint64
+	granted, expired        atomic.Uint64
 	bg                      sync.WaitGroup
 	ctx                     context.Context
 	cancel                  context.CancelFunc
@@ -121,7 +127,8 @@ func (h *Holder) Close() {
 
 // Stats returns the holder's counters.
 func (h *Holder) Stats() Stats {
-	return Stats{Local: h.local.Load(), Requests: h.requests.Load(), Misses: h.misses.Load()}
+	return Stats{Local: h.local.Load(), Requests: h.requests.Load(), Misses: h.misses.Load(),
+		Granted: h.granted.Load(), Expired: h.expired.Load()}
 }
 
 // slot is one key's grant state. Guarded by mu.
@@ -168,12 +175,24 @@ func (h *Holder) Sweep(now int64) {
 		for k, g := range s.m {
 			g.mu.Lock()
 			idle := now-g.lastUse > int64(time.Minute) && g.inflight == nil
+			if idle {
+				h.lapse(g)
+			}
 			g.mu.Unlock()
 			if idle {
 				delete(s.m, k)
 			}
 		}
 		s.mu.Unlock()
+	}
+}
+
+// lapse drops g's unspent tokens, whose grant expired, counting them.
+// g.mu is held.
+func (h *Holder) lapse(g *slot) {
+	if g.tokens > 0 {
+		h.expired.Add(uint64(g.tokens))
+		g.tokens = 0
 	}
 }
 
@@ -215,7 +234,7 @@ func (h *Holder) Use(ctx context.Context, key uint64, now, cost, capacity, most 
 			return Outcome{}, false
 		}
 		if now >= g.expires {
-			g.tokens = 0
+			h.lapse(g)
 		}
 		target := min(most, max(cost, int64(rate*h.cfg.Refill.Seconds())))
 		if g.tokens >= cost {
@@ -299,8 +318,9 @@ func (h *Holder) request(ctx context.Context, g *slot, want, now int64, ask Ask)
 	switch {
 	case r.Granted >= want:
 		if now >= g.expires {
-			g.tokens = 0
+			h.lapse(g)
 		}
+		h.granted.Add(uint64(r.Granted))
 		g.tokens += r.Granted
 		g.expires = now + int64(h.cfg.TTL)
 		g.deniedUntil, g.deniedCost = 0, 0
@@ -308,8 +328,9 @@ func (h *Holder) request(ctx context.Context, g *slot, want, now int64, ask Ask)
 		// The owner is running short: spend what it gave, then hold off
 		// (deny locally) for DenyHold rather than ask for crumbs.
 		if now >= g.expires {
-			g.tokens = 0
+			h.lapse(g)
 		}
+		h.granted.Add(uint64(r.Granted))
 		g.tokens += r.Granted
 		g.expires = now + int64(h.cfg.TTL)
 		g.deniedUntil, g.deniedCost = now+int64(h.cfg.DenyHold), 1

@@ -137,3 +137,39 @@ func TestHolderAutoAndUnreachable(t *testing.T) {
 		t.Fatal("answered from a grant although the owner was unreachable")
 	}
 }
+
+// Every granted token is spent or counted expired: those left when the
+// grant's TTL passes, and those of a key Sweep drops.
+func TestHolderCountsGrantedAndExpired(t *testing.T) {
+	ms := int64(time.Millisecond)
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	o := &owner{tokens: 1000}
+	h := NewHolder(Config{})
+	defer h.Close()
+	spent := uint64(0)
+	use := func(key uint64, at, cost int64) {
+		out, ok := h.Use(context.Background(), key, at, cost, 1000, 50, true, o.ask, func() int64 { return at })
+		h.bg.Wait()
+		if !ok || !out.Allowed {
+			t.Fatalf("use at %d: handled %v allowed %v", at-t0, ok, out.Allowed)
+		}
+		spent += uint64(cost)
+	}
+	for i := range int64(20) {
+		use(1, t0+i*ms, 2)
+		use(2, t0+i*ms, 1)
+	}
+	s := h.Stats()
+	if s.Granted <= spent || s.Expired != 0 {
+		t.Fatalf("stats %+v after spending %d: want more granted than spent, none expired", s, spent)
+	}
+	held := s.Granted - spent
+	use(1, t0+2*int64(time.Second), 1) // key 1's grant lapsed (TTL 1s)
+	if s = h.Stats(); s.Expired == 0 || s.Expired >= held {
+		t.Fatalf("stats %+v: want key 1's leftover counted expired, less than the %d held", s, held)
+	}
+	h.Sweep(t0 + 3*int64(time.Minute)) // both keys idle: dropped
+	if s = h.Stats(); s.Granted != spent+s.Expired {
+		t.Fatalf("stats %+v: granted %d != spent %d + expired %d", s, s.Granted, spent, s.Expired)
+	}
+}

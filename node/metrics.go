@@ -1,0 +1,83 @@
+package node
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/version"
+	"github.com/sluice-rl/sluice/limiter"
+)
+
+// memberStates are the states sluice_members reports, each always present.
+var memberStates = []cluster.State{cluster.Alive, cluster.Suspect}
+
+// registerNodeMetrics registers the build, grant and membership metrics
+// on reg and returns the counter of ring changes, which onMembership adds to.
+func (n *Node) registerNodeMetrics(reg prometheus.Registerer) (prometheus.Counter, error) {
+	ringChanges := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_ring_changes_total",
+		Help: "Rings this node built from a membership change (a member joined, left or failed).",
+	})
+	grants := func(f func(s *limiter.GrantStats) uint64) func() float64 {
+		return func() float64 { s := n.limiter.GrantStats(); return float64(f(&s)) }
+	}
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_build_info",
+			Help: "Always 1; its labels tell the build: version, commit and Go version.",
+			ConstLabels: prometheus.Labels{
+				"version": version.String(), "commit": version.CommitString(), "goversion": runtime.Version(),
+			},
+		}, func() float64 { return 1 }),
+		ringChanges,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_grant_local_checks_total",
+			Help: "Checks this node answered from a local token grant or a cached denial, without a network hop.",
+		}, grants(func(s *limiter.GrantStats) uint64 { return s.Local })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_grant_requests_total",
+			Help: "Grant requests this node sent to the owners of hot keys.",
+		}, grants(func(s *limiter.GrantStats) uint64 { return s.Requests })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_grant_misses_total",
+			Help: "Checks of a granted key that found no token left and waited for a grant.",
+		}, grants(func(s *limiter.GrantStats) uint64 { return s.Misses })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_grant_tokens_granted_total",
+			Help: "Tokens the owners of hot keys granted this node.",
+		}, grants(func(s *limiter.GrantStats) uint64 { return s.Granted })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_grant_tokens_expired_total",
+			Help: "Granted tokens that lapsed unspent: the grant's TTL passed, or the key went idle.",
+		}, grants(func(s *limiter.GrantStats) uint64 { return s.Expired })),
+		&membersCollector{n: n, desc: prometheus.NewDesc("sluice_members",
+			"Members this node sees, by state.", []string{"state"}, nil)},
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return ringChanges, nil
+}
+
+// membersCollector counts the members of the cluster's snapshot by state
+// at each scrape.
+type membersCollector struct {
+	n    *Node
+	desc *prometheus.Desc
+}
+
+func (c *membersCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
+	count := map[cluster.State]int{}
+	for _, m := range c.n.cluster.Snapshot().Members {
+		count[m.State]++
+	}
+	for _, s := range memberStates {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(count[s]), s.String())
+	}
+}
