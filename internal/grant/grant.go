@@ -62,6 +62,12 @@ type Reply struct {
 	Remaining  int64
 	ResetAfter time.Duration
 	RetryAfter time.Duration
+	// Return, when set, gives n unspent tokens of this grant back to its
+	// issuer (at most Granted, once). The holder calls it when the grant
+	// ends early: see Holder.Return.
+	Return func(ctx context.Context, n int64) error
+	// Issuer names the node that issued the grant (for ReturnIf).
+	Issuer string
 }
 
 // Ask requests up to want tokens from the key's owner. An error means the
@@ -85,6 +91,9 @@ type Stats struct {
 	// Misses counts checks of a granted key that found no token and had to
 	// wait for a grant.
 	Misses uint64
+	// Returned counts unspent tokens given back to their issuers (sent:
+	// the issuer may credit fewer), ReturnFailures the returns that failed.
+	Returned, ReturnFailures uint64
 }
 
 const stripes = 64
@@ -98,6 +107,7 @@ type Holder struct {
 		m  map[uint64]*slot
 	}
 	local, requests, misses atomic.Uint64
+	returned, returnFails   atomic.Uint64
 	bg                      sync.WaitGroup
 	ctx                     context.Context
 	cancel                  context.CancelFunc
@@ -121,7 +131,8 @@ func (h *Holder) Close() {
 
 // Stats returns the holder's counters.
 func (h *Holder) Stats() Stats {
-	return Stats{Local: h.local.Load(), Requests: h.requests.Load(), Misses: h.misses.Load()}
+	return Stats{Local: h.local.Load(), Requests: h.requests.Load(), Misses: h.misses.Load(),
+		Returned: h.returned.Load(), ReturnFailures: h.returnFails.Load()}
 }
 
 // slot is one key's grant state. Guarded by mu.
@@ -132,8 +143,10 @@ type slot struct {
 	lastRate float64
 	lastUse  int64
 
+	key         uint64
 	tokens      int64
 	expires     int64
+	lots        []lot // the returnable part of tokens, oldest first
 	remaining   int64 // the owner's remaining after the last grant
 	resetAfter  time.Duration
 	deniedUntil int64
@@ -154,7 +167,7 @@ func (h *Holder) get(key uint64) *slot {
 		if s.m == nil {
 			s.m = map[uint64]*slot{}
 		}
-		g = &slot{}
+		g = &slot{key: key}
 		s.m[key] = g
 	}
 	return g
@@ -215,11 +228,11 @@ func (h *Holder) Use(ctx context.Context, key uint64, now, cost, capacity, most 
 			return Outcome{}, false
 		}
 		if now >= g.expires {
-			g.tokens = 0
+			g.lapse()
 		}
 		target := min(most, max(cost, int64(rate*h.cfg.Refill.Seconds())))
 		if g.tokens >= cost {
-			g.tokens -= cost
+			g.spend(cost)
 			out := h.answer(g, capacity, true, 0)
 			if g.tokens < target/2 && g.inflight == nil && cost <= target && g.deniedUntil <= now {
 				h.refill(g, target, ask, clock)
@@ -262,7 +275,7 @@ func (h *Holder) Use(ctx context.Context, key uint64, now, cost, capacity, most 
 		}
 		var out Outcome
 		if g.tokens >= cost {
-			g.tokens -= cost
+			g.spend(cost)
 			out = h.answer(g, capacity, true, 0)
 		} else {
 			retry := time.Duration(g.deniedUntil - now)
@@ -298,20 +311,12 @@ func (h *Holder) request(ctx context.Context, g *slot, want, now int64, ask Ask)
 	defer g.mu.Unlock()
 	switch {
 	case r.Granted >= want:
-		if now >= g.expires {
-			g.tokens = 0
-		}
-		g.tokens += r.Granted
-		g.expires = now + int64(h.cfg.TTL)
+		g.add(&r, now, h.cfg.TTL)
 		g.deniedUntil, g.deniedCost = 0, 0
 	case r.Granted > 0:
 		// The owner is running short: spend what it gave, then hold off
 		// (deny locally) for DenyHold rather than ask for crumbs.
-		if now >= g.expires {
-			g.tokens = 0
-		}
-		g.tokens += r.Granted
-		g.expires = now + int64(h.cfg.TTL)
+		g.add(&r, now, h.cfg.TTL)
 		g.deniedUntil, g.deniedCost = now+int64(h.cfg.DenyHold), 1
 	default:
 		g.deniedUntil = now + int64(max(r.RetryAfter, h.cfg.DenyHold))
