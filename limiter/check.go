@@ -72,6 +72,11 @@ type job struct {
 	grants  policy.GrantMode
 	upTo    bool
 	granted int64
+	// grantID and issuer name the grant given to an upTo job; credit
+	// marks a job that adds cost tokens back (see grantreturn.go).
+	grantID uint64
+	issuer  string
+	credit  bool
 	owner   ring.Member
 	res     *Result
 }
@@ -103,7 +108,7 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 			l.applyLocal(ctx, v, j, now)
 			continue
 		}
-		if hops == 0 && !j.upTo && l.useGrant(ctx, v, j, owner, now) {
+		if hops == 0 && !j.upTo && !j.credit && l.useGrant(ctx, v, j, owner, now) {
 			continue
 		}
 		j.owner = owner
@@ -124,7 +129,7 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
 		// A node that may hold the key's count has not seen this one
 		// join: answer as if the owner were unreachable.
-		if j.upTo {
+		if j.upTo || j.credit {
 			res := j.res
 			res.Result = bucket.Result{Limit: j.limit.Capacity()}
 			res.Source, res.Owner, res.Err = SourceFallback, holder.Name, err
@@ -142,8 +147,13 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	}
 	var err error
 	switch {
+	case j.credit:
+		j.granted, res.Result, err = l.store.GiveBack(j.hash, j.limit, now, j.cost)
 	case j.upTo:
 		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+		if err == nil && j.granted > 0 {
+			j.grantID, j.issuer = l.ledger.record(j.hash, j.granted, now+int64(l.grants.Config().TTL)), l.name
+		}
 	case j.limit.Algorithm == bucket.Concurrency:
 		// Cost 0 on a concurrency limit reads the in-flight count.
 		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)

@@ -96,6 +96,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.acks.ttl = l.pendingTTL
 	l.grants = grant.NewHolder(cfg.Grants)
+	l.ledger.max = 4 * l.grants.Config().MaxKeys
 	set := cfg.Policies
 	if set == nil {
 		set = policy.Empty()

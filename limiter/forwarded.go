@@ -26,12 +26,20 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	}
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))
+	now := l.clock().UnixNano()
+	returns := false
 	for i, it := range items {
-		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, res: &results[i]}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, res: &results[i]}
+		returns = returns || it.Return != 0
 	}
-	l.decide(ctx, l.view.Load(), hops+1, hops >= 1, jobs, l.clock().UnixNano())
+	if returns {
+		l.checkWithReturns(ctx, hops, items, jobs, now)
+	} else {
+		l.decide(ctx, l.view.Load(), hops+1, hops >= 1, jobs, now)
+	}
 	for i := range results {
-		out[i] = Answer{Result: results[i].Result, Err: results[i].Err, Granted: jobs[i].granted}
+		j := &jobs[i]
+		out[i] = Answer{Result: results[i].Result, Err: results[i].Err, Granted: j.granted, GrantID: j.grantID, Issuer: j.issuer}
 	}
 	return nil
 }
@@ -202,6 +210,7 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 	if v == nil || v.ring == nil || l.peers == nil {
 		return 0, nil
 	}
+	l.returnMovedGrants(ctx, v)
 	// Owners that refuse because they are leaving too are taken out of the
 	// ring and the states go to the next owner, for a few rounds.
 	r := v.ring
