@@ -89,7 +89,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	items := make([]Forwarded, len(jobs))
 	answers := make([]Answer, len(jobs))
 	for i, j := range jobs {
-		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit}
+		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report}
 	}
 	pctx, cancel := peerContext(ctx)
 	err := l.peers.Check(pctx, owner, hops, items, answers)
@@ -147,7 +147,8 @@ func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, ow
 		l.applyLocal(ctx, v, j, now)
 		return
 	}
-	if j.upTo || j.credit {
+	if j.upTo || j.credit || j.report {
+		j.maybeApplied = !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrNotMember) // a refusal applied nothing
 		// A client's grant request: grant nothing rather than spend a
 		// local share; the client then checks the usual way. A credit
 		// is lost: the tokens lapse as they would have.

@@ -29,7 +29,7 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	now := l.clock().UnixNano()
 	returns := false
 	for i, it := range items {
-		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, res: &results[i]}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, res: &results[i]}
 		returns = returns || it.Return != 0
 	}
 	if returns {
@@ -204,13 +204,17 @@ const handoffBatch = 1000
 // The node calls it after each SetMembers and on graceful shutdown; calls
 // are serialized.
 func (l *Limiter) HandOff(ctx context.Context) (int, error) {
+	// Grants first, outside handoffMu: an issuer's credit for a key it
+	// has handed off waits for its HandOff (see Limiter.credit).
+	if v := l.view.Load(); v != nil && v.ring != nil && l.peers != nil {
+		l.returnMovedGrants(ctx, v)
+	}
 	l.handoffMu.Lock()
 	defer l.handoffMu.Unlock()
 	v := l.view.Load()
 	if v == nil || v.ring == nil || l.peers == nil {
 		return 0, nil
 	}
-	l.returnMovedGrants(ctx, v)
 	// Owners that refuse because they are leaving too are taken out of the
 	// ring and the states go to the next owner, for a few rounds.
 	r := v.ring

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -31,6 +32,10 @@ import (
 // Holders return grants whose issuer is not the key's owner any more at
 // each HandOff, all of them when leaving (ReturnGrants), and those of
 // keys idle for a while at each Sweep.
+
+// errCreditElsewhere answers a credit that reached a node which neither
+// owns the key by its ring nor holds its state: nothing was applied.
+var errCreditElsewhere = errors.New("limiter: credit for a key whose state is elsewhere")
 
 // grantLedger records the grants this node issued. Safe for concurrent use.
 type grantLedger struct {
@@ -126,8 +131,7 @@ func (l *Limiter) checkWithReturns(ctx context.Context, hops int, items []Forwar
 		l.decide(ctx, v, hops+1, hops >= 1, checks, now)
 	}
 	if len(credits) > 0 {
-		// From the issuer, as a first hop: the owner may forward once more.
-		l.decide(ctx, v, 0, false, credits, now)
+		l.credit(ctx, credits)
 	}
 	for k, i := range checkIdx {
 		jobs[i] = checks[k]
@@ -137,10 +141,55 @@ func (l *Limiter) checkWithReturns(ctx context.Context, hops int, items []Forwar
 	}
 }
 
+// credit applies credit jobs, redeemed already, on their keys' owners:
+// from the issuer, as a first hop (the owner may forward once more). A
+// credit for a key this node does not own waits for this node's HandOff
+// to end, so that it never races the key's state on its way to the owner
+// (a state pushed after the credit would undo it). A credit the owner
+// refused (say, its partition still waits for a node that has not seen
+// it join), or that certainly did not leave, is tried again until ctx
+// ends; one that may have been applied is not.
+func (l *Limiter) credit(ctx context.Context, jobs []job) {
+	l.handoffMu.Lock()
+	defer l.handoffMu.Unlock()
+	todo := make([]int, len(jobs))
+	for i := range todo {
+		todo[i] = i
+	}
+	for attempt := 0; ; attempt++ {
+		batch := make([]job, len(todo))
+		for k, i := range todo {
+			batch[k] = jobs[i]
+			batch[k].res.Err = nil
+		}
+		l.decide(ctx, l.view.Load(), 0, false, batch, l.clock().UnixNano())
+		var again []int
+		for k, i := range todo {
+			jobs[i] = batch[k]
+			if batch[k].res.Err != nil && !batch[k].maybeApplied {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || attempt >= 20 {
+			return
+		}
+		t := time.NewTimer(25 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		todo = again
+	}
+}
+
 // returnGrant gives n unspent tokens of grant id of hash back to its
 // issuer.
 func (l *Limiter) returnGrant(ctx context.Context, hash uint64, lim bucket.Limit, issuer string, id uint64, n int64) (int64, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.fetchTimeout)
+	// The issuer may wait for its own HandOff, and retries a credit the
+	// owner is not ready for: more time than a fetch.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*l.fetchTimeout)
 	defer cancel()
 	if issuer == l.name {
 		var res Result
@@ -148,7 +197,7 @@ func (l *Limiter) returnGrant(ctx context.Context, hash uint64, lim bucket.Limit
 		if jobs[0].cost == 0 {
 			return 0, nil
 		}
-		l.decide(rctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
+		l.credit(rctx, jobs)
 		return jobs[0].granted, res.Err
 	}
 	to, ok := l.member(issuer)
@@ -156,10 +205,18 @@ func (l *Limiter) returnGrant(ctx context.Context, hash uint64, lim bucket.Limit
 		return 0, fmt.Errorf("%w: grant issuer %q is not a member", ErrPeerUnavailable, issuer)
 	}
 	var ans [1]Answer
-	if err := l.peers.Check(rctx, to, 0, []Forwarded{{Hash: hash, Limit: lim, Cost: n, Return: id}}, ans[:]); err != nil {
+	err := l.peers.Check(rctx, to, 0, []Forwarded{{Hash: hash, Limit: lim, Cost: n, Return: id}}, ans[:])
+	if err == nil {
+		err = ans[0].Err
+	}
+	if err != nil {
+		l.log.Debug("grant return failed: its tokens lapse", "issuer", issuer, "tokens", n, "err", err)
 		return 0, err
 	}
-	return ans[0].Granted, ans[0].Err
+	if ans[0].Granted < n {
+		l.log.Debug("grant return credited less than returned", "issuer", issuer, "tokens", n, "credited", ans[0].Granted)
+	}
+	return ans[0].Granted, nil
 }
 
 // member finds a node by name on the ring, or among those that left it

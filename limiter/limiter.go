@@ -45,6 +45,7 @@ type Limiter struct {
 	adopting     sync.RWMutex // AcceptHandoff with states (read) against HandOff's acknowledgements (write)
 	grants       *grant.Holder
 	ledger       grantLedger // the grants this node issued (see grantreturn.go)
+	reports      reports     // fallback admissions to report (see reconcile.go)
 	metrics      *metrics
 }
 

@@ -48,6 +48,10 @@ type Forwarded struct {
 	// never above capacity. The issuer of a grant sends it, after checking
 	// a return, to the key's current owner.
 	Credit bool
+	// Report makes the item a fallback report: Cost units this node
+	// admitted in its local share while the owner was unreachable, counted
+	// now on the owner (see reconcile.go).
+	Report bool
 }
 
 // Answer is an owner's answer to one Forwarded item.

@@ -55,9 +55,13 @@ func TestGrantReturnedWhenKeyMoves(t *testing.T) {
 		if before[k] != "n0" && ownerOf(t, c, k, lim).Owner != joined.Name() {
 			want = 34 // the key stays: so does n0's grant
 		}
-		waitFor(t, 10*time.Second, fmt.Sprintf("%s at %d remaining", k, want), func() bool {
-			return ownerOf(t, c, k, lim).Remaining == want
-		})
+		deadline := time.Now().Add(10 * time.Second)
+		for r := ownerOf(t, c, k, lim); r.Remaining != want; r = ownerOf(t, c, k, lim) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (owner %s, then %s): %d remaining, want %d; n0 grant stats %+v", k, before[k], r.Owner, r.Remaining, want, tc.nodes[0].Limiter().GrantStats())
+			}
+			time.Sleep(10 * time.Millisecond) // polling the condition, with a deadline
+		}
 		if r := ownerOf(t, c, k, lim); r.Owner == joined.Name() && before[k] != "n0" {
 			moved++
 		}

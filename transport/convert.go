@@ -33,6 +33,7 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	item.UpTo = f.UpTo
 	item.ReturnGrant = f.Return
 	item.Credit = f.Credit
+	item.Report = f.Report
 	return item
 }
 
@@ -68,6 +69,7 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		UpTo:   it.GetUpTo(),
 		Return: it.GetReturnGrant(),
 		Credit: it.GetCredit(),
+		Report: it.GetReport(),
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError
@@ -85,6 +87,9 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		return &wire.FieldError{Field: "cost", Reason: "must be >= 0"}
 	case dst.Cost > limiter.MaxCost && dst.Limit.Algorithm != bucket.FixedWindowHits:
 		return &wire.FieldError{Field: "cost", Reason: fmt.Sprintf("must be <= %d", limiter.MaxCost)}
+	}
+	if dst.Report && (dst.UpTo || dst.Credit || dst.Return != 0 || dst.Limit.Algorithm == bucket.Concurrency) {
+		return &wire.FieldError{Field: "report", Reason: "a report is a plain count: not with up_to, return_grant or credit, nor of a concurrency limit"}
 	}
 	if dst.Return != 0 || dst.Credit {
 		field := "credit"

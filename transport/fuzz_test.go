@@ -60,6 +60,10 @@ func FuzzPeerItems(f *testing.F) {
 		{Hash: 5, Cost: 101, Credit: true, Limit: tok},
 		{Hash: 5, Cost: 1, Credit: true, ReturnGrant: 3, UpTo: true, Limit: tok},
 		{Hash: 5, Cost: 1, ReturnGrant: 3, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, PeriodNs: 1}},
+		// Fallback reports.
+		{Hash: 6, Cost: 40, Report: true, Limit: tok},
+		{Hash: 6, Cost: 4, Report: true, UpTo: true, Limit: tok},
+		{Hash: 6, Cost: 1, Report: true, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}},
 	}})
 	seedMessage(f, &sluicev1.PeerAcquireRequest{From: "b", Item: &sluicev1.PeerItem{Hash: 3, Cost: 2,
 		Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}}})
@@ -85,6 +89,9 @@ func FuzzPeerItems(f *testing.F) {
 			}
 			if (fw.Return != 0 || fw.Credit) && (fw.Limit.Algorithm != bucket.TokenBucket || fw.Cost > fw.Limit.Capacity() || fw.UpTo || (fw.Return != 0 && fw.Credit)) {
 				t.Fatalf("item %d: a return or credit accepted: %+v", i, fw)
+			}
+			if fw.Report && (fw.UpTo || fw.Credit || fw.Return != 0 || fw.Limit.Algorithm == bucket.Concurrency) {
+				t.Fatalf("item %d: a bad report accepted: %+v", i, fw)
 			}
 			// Round trip: what this node would forward is what it accepted.
 			out := toPeerItem(&sluicev1.PeerItem{}, &sluicev1.PeerLimit{}, &fw)

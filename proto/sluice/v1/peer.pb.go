@@ -110,7 +110,12 @@ type PeerItem struct {
 	// A credit: add cost tokens back to the bucket, never above capacity.
 	// Sent by a grant's issuer, after checking a return, to the key's
 	// current owner when the key has moved.
-	Credit        bool `protobuf:"varint,6,opt,name=credit,proto3" json:"credit,omitempty"`
+	Credit bool `protobuf:"varint,6,opt,name=credit,proto3" json:"credit,omitempty"`
+	// A fallback report: cost units this node admitted for the key while
+	// its owner was unreachable (in its local share), counted now on the
+	// owner: a token bucket spends as many as it has, up to cost (never
+	// denied, never below empty); other limits take cost as a check.
+	Report        bool `protobuf:"varint,7,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -183,6 +188,13 @@ func (x *PeerItem) GetReturnGrant() uint64 {
 func (x *PeerItem) GetCredit() bool {
 	if x != nil {
 		return x.Credit
+	}
+	return false
+}
+
+func (x *PeerItem) GetReport() bool {
+	if x != nil {
+		return x.Report
 	}
 	return false
 }
@@ -1252,14 +1264,15 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xae\x01\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xc6\x01\n" +
 	"\bPeerItem\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x13\n" +
 	"\x05up_to\x18\x04 \x01(\bR\x04upTo\x12!\n" +
 	"\freturn_grant\x18\x05 \x01(\x06R\vreturnGrant\x12\x16\n" +
-	"\x06credit\x18\x06 \x01(\bR\x06credit\"\xcd\x02\n" +
+	"\x06credit\x18\x06 \x01(\bR\x06credit\x12\x16\n" +
+	"\x06report\x18\a \x01(\bR\x06report\"\xcd\x02\n" +
 	"\n" +
 	"PeerResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +

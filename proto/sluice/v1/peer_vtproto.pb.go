@@ -103,6 +103,16 @@ func (m *PeerItem) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Report {
+		i--
+		if m.Report {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x38
+	}
 	if m.Credit {
 		i--
 		if m.Credit {
@@ -1274,6 +1284,9 @@ func (m *PeerItem) SizeVT() (n int) {
 	if m.Credit {
 		n += 2
 	}
+	if m.Report {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -1930,6 +1943,26 @@ func (m *PeerItem) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Credit = bool(v != 0)
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Report", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Report = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
