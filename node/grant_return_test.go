@@ -106,3 +106,35 @@ func TestClientCloseReturnsGrants(t *testing.T) {
 		t.Fatalf("after Close: %d remaining on %s, want 40 (60 used of 100)", r.Remaining, r.Owner)
 	}
 }
+
+// A node that shuts down gracefully gives back the grants it holds: 60
+// used of 100 leaves 40 on the owners.
+func TestGrantReturnedOnShutdown(t *testing.T) {
+	tc := &testCluster{t: t, clk: newFakeClock(), stops: map[string]func(){}}
+	grants := func(c *node.Config) { c.Grants.Threshold, c.Grants.Refill = 1, time.Hour }
+	for i := range 3 {
+		tc.addWith(fmt.Sprintf("n%d", i), grants)
+	}
+	tc.waitConverged()
+	lim := client.Limit{Limit: 100, Period: time.Hour}
+	holder := tc.nodes[2]
+	c := newClient(t, holder.GRPCAddr())
+	ks := keysOwnedBy(t, c, tc.nodes[0].Name(), "bye", 5, lim)
+	for _, k := range ks {
+		for _, cost := range []int64{50, 10} {
+			if res, err := c.Check(context.Background(), client.Item{Key: k, Limit: lim, Cost: cost}); err != nil || !res[0].Allowed {
+				t.Fatalf("check %s cost %d: %+v %v", k, cost, res, err)
+			}
+		}
+		if r := ownerOf(t, c, k, lim); r.Remaining != 34 {
+			t.Fatalf("%s: %d remaining, want 34 (a grant of 16, 6 unspent on %s)", k, r.Remaining, holder.Name())
+		}
+	}
+	tc.stop(holder.Name())
+	other := newClient(t, tc.nodes[1].GRPCAddr())
+	for _, k := range ks {
+		if r := ownerOf(t, other, k, lim); r.Remaining != 40 {
+			t.Fatalf("%s after %s left: %d remaining on %s, want 40", k, holder.Name(), r.Remaining, r.Owner)
+		}
+	}
+}
