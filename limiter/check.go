@@ -164,7 +164,7 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	case j.upTo:
 		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
 		if err == nil && j.granted > 0 {
-			j.grantID, j.issuer = l.ledger.record(j.hash, j.granted, now+int64(l.grants.Config().TTL)), l.name
+			j.grantID, j.issuer = l.ledger.record(j.hash, j.granted, now, now+int64(l.grants.Config().TTL)), l.name
 		}
 	case j.limit.Algorithm == bucket.Concurrency:
 		// Cost 0 on a concurrency limit reads the in-flight count.

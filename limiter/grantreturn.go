@@ -50,16 +50,16 @@ type grantRecord struct {
 	expires int64
 }
 
-// record notes a grant of tokens of hash until expires and returns its
-// id, or 0 when the ledger is full of unexpired grants.
-func (g *grantLedger) record(hash uint64, tokens, expires int64) uint64 {
+// record notes a grant of tokens of hash, given at now, until expires and
+// returns its id, or 0 when the ledger is full of unexpired grants.
+func (g *grantLedger) record(hash uint64, tokens, now, expires int64) uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
 		g.m = map[uint64]grantRecord{}
 	}
 	if len(g.m) >= g.max {
-		g.sweepLocked(expires - 1)
+		g.sweepLocked(now)
 		if len(g.m) >= g.max {
 			return 0
 		}
@@ -96,8 +96,7 @@ func (g *grantLedger) sweep(now int64) {
 	g.sweepLocked(now)
 }
 
-// sweepLocked drops grants expired by now (the TTL is one for all, so
-// an expiry before another's means issued before it). g.mu is held.
+// sweepLocked drops grants expired by now. g.mu is held.
 func (g *grantLedger) sweepLocked(now int64) {
 	for id, r := range g.m {
 		if now >= r.expires {
@@ -189,7 +188,7 @@ func (l *Limiter) credit(ctx context.Context, jobs []job) {
 func (l *Limiter) returnGrant(ctx context.Context, hash uint64, lim bucket.Limit, issuer string, id uint64, n int64) (int64, error) {
 	// The issuer may wait for its own HandOff, and retries a credit the
 	// owner is not ready for: more time than a fetch.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*l.fetchTimeout)
+	rctx, cancel := context.WithTimeout(ctx, 4*l.fetchTimeout)
 	defer cancel()
 	if issuer == l.name {
 		var res Result
