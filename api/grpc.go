@@ -30,7 +30,8 @@ type Service interface {
 	Checker
 	Acquire(ctx context.Context, req limiter.AcquireRequest) (limiter.Lease, error)
 	Release(ctx context.Context, req limiter.ReleaseRequest) (bool, limiter.Result, error)
-	Grant(ctx context.Context, req limiter.Request, want int64) (int64, limiter.Result, error)
+	Grant(ctx context.Context, req limiter.Request, want int64) (limiter.Granted, limiter.Result, error)
+	ReturnGrant(ctx context.Context, req limiter.Request, g limiter.Granted) (int64, error)
 	GrantTTL() time.Duration
 }
 
@@ -234,6 +235,16 @@ func (s *rateLimiterServer) Grant(ctx context.Context, req *sluicev1.GrantReques
 	if err := fromProtoItem(&r, req.GetKey(), req.GetLimit(), req.GetPolicy(), nil); err != nil {
 		return nil, wire.InvalidArgument(err.Field, err.Reason)
 	}
+	if id := req.GetReturnGrant(); id != 0 || req.GetIssuer() != "" {
+		n, err := s.svc.ReturnGrant(ctx, r, limiter.Granted{Tokens: req.GetWant(), ID: id, Issuer: req.GetIssuer()})
+		switch {
+		case err != nil && errors.Is(err, limiter.ErrPeerUnavailable):
+			return nil, status.Error(codes.Unavailable, err.Error())
+		case err != nil:
+			return nil, grpcError("", err)
+		}
+		return &sluicev1.GrantResponse{Returned: n}, nil
+	}
 	granted, res, err := s.svc.Grant(ctx, r, req.GetWant())
 	switch {
 	case err != nil && errors.Is(err, limiter.ErrPeerUnavailable):
@@ -242,7 +253,9 @@ func (s *rateLimiterServer) Grant(ctx context.Context, req *sluicev1.GrantReques
 		return nil, grpcError("", err)
 	}
 	return &sluicev1.GrantResponse{
-		Granted:    granted,
+		Granted:    granted.Tokens,
+		GrantId:    granted.ID,
+		Issuer:     granted.Issuer,
 		Limit:      res.Limit,
 		Remaining:  res.Remaining,
 		ResetAfter: durationpb.New(res.ResetAfter),

@@ -144,6 +144,18 @@ func TestGRPCBadInput(t *testing.T) {
 		_, err := c.Grant(ctx, &sluicev1.GrantRequest{Key: "k", Spec: &sluicev1.GrantRequest_Limit{Limit: lim(tb, 10, bucket.MaxPeriod+time.Second, 0)}, Want: 1})
 		wantInvalid(t, err, "limit.period")
 	})
+	t.Run("Grant/return above the capacity", func(t *testing.T) {
+		_, err := c.Grant(ctx, &sluicev1.GrantRequest{Key: "k", Spec: &sluicev1.GrantRequest_Limit{Limit: ok}, Want: 11, ReturnGrant: 7, Issuer: "n"})
+		wantInvalid(t, err, "want")
+	})
+	t.Run("Grant/return without an issuer", func(t *testing.T) {
+		_, err := c.Grant(ctx, &sluicev1.GrantRequest{Key: "k", Spec: &sluicev1.GrantRequest_Limit{Limit: ok}, Want: 1, ReturnGrant: 7})
+		wantInvalid(t, err, "issuer")
+	})
+	t.Run("Grant/return without a grant id", func(t *testing.T) {
+		_, err := c.Grant(ctx, &sluicev1.GrantRequest{Key: "k", Spec: &sluicev1.GrantRequest_Limit{Limit: ok}, Want: 1, Issuer: "n"})
+		wantInvalid(t, err, "return_grant")
+	})
 	// Nothing above consumed anything: a valid check sees a full bucket.
 	resp, err := c.Check(ctx, &sluicev1.CheckRequest{Items: []*sluicev1.CheckItem{withLimit("k", ok, i64(0))}})
 	if err != nil || resp.GetResults()[0].GetRemaining() != 10 {

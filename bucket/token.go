@@ -66,3 +66,27 @@ func TakeToken(s TokenState, l Limit, now, cost int64) (TokenState, Result, erro
 	res.RetryAfter = time.Duration(eff - now + need - tau)
 	return s, res, nil
 }
+
+// GiveToken adds n units back to a token bucket (the unspent tokens of a
+// grant that ended early), never above capacity: TAT moves back n
+// intervals, but not before now, where the bucket is full. It returns the
+// state, the units it added (n, or the units missing from a fuller
+// bucket, counting a unit partly refilled as missing), and the result of a
+// read after it. n must be in [0, capacity].
+func GiveToken(s TokenState, l Limit, now, n int64) (TokenState, int64, Result, error) {
+	capacity := l.Capacity()
+	if n < 0 || n > capacity {
+		return s, 0, Result{Limit: capacity}, costError(n, capacity)
+	}
+	interval := l.interval()
+	tau := capacity * interval
+	eff := max(now, s.TAT-tau) // the clamp of TakeToken
+	ahead := max(s.TAT-eff, 0)
+	missing := capacity - (tau-ahead)/interval
+	given := min(n, missing)
+	if given > 0 {
+		s.TAT = max(s.TAT-n*interval, eff)
+	}
+	s, res, err := TakeToken(s, l, now, 0)
+	return s, given, res, err
+}

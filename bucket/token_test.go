@@ -1,6 +1,7 @@
 package bucket
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -111,5 +112,50 @@ func TestTakeTokenErrorsLeaveStateUnchanged(t *testing.T) {
 		if err == nil || next != s || res.Allowed {
 			t.Errorf("cost %d: %+v %+v %v", cost, next, res, err)
 		}
+	}
+}
+
+func TestGiveTokenSteps(t *testing.T) {
+	l := Limit{Algorithm: TokenBucket, Limit: 10, Period: time.Hour} // T = 6m, tau = 1h
+	const m = time.Minute
+	type give struct {
+		t         int64
+		take      int64 // taken first, at t
+		give      int64
+		given     int64
+		remaining int64
+		err       error
+	}
+	s := TokenState{}
+	for i, st := range []give{
+		{t: t0, take: 6, give: 4, given: 4, remaining: 8},                 // 6 spent, 4 back: 8 left
+		{t: t0, give: 5, given: 2, remaining: 10},                         // never above capacity
+		{t: t0, give: 1, given: 0, remaining: 10},                         // a full bucket takes nothing
+		{t: t0, take: 10, give: 0, given: 0, remaining: 0},                // nothing given back
+		{t: t0 + int64(3*m), give: 1, given: 1, remaining: 1},             // half a unit refilled counts as missing
+		{t: t0 + int64(3*m), give: 11, err: ErrCostExceedsCapacity},       // bad input: state unchanged
+		{t: t0 + int64(3*m), give: -1, err: ErrNegativeCost},              //
+		{t: t0 - int64(30*m), give: 2, given: 2, remaining: 0},            // clock stepped back: the bucket reads empty until the clock catches up
+		{t: t0 + int64(150*m), take: 3, give: 3, given: 3, remaining: 10}, // long idle, then a full return
+	} {
+		if st.take > 0 {
+			var res Result
+			var err error
+			if s, res, err = TakeToken(s, l, st.t, st.take); err != nil || !res.Allowed {
+				t.Fatalf("step %d: take %d: %+v, %v", i, st.take, res, err)
+			}
+		}
+		before := s
+		ns, given, res, err := GiveToken(s, l, st.t, st.give)
+		if st.err != nil {
+			if !errors.Is(err, st.err) || ns != before || given != 0 {
+				t.Fatalf("step %d: GiveToken(%d) = %+v, %d, %v; want %v and the state unchanged", i, st.give, ns, given, err, st.err)
+			}
+			continue
+		}
+		if err != nil || given != st.given || res.Remaining != st.remaining || !res.Allowed {
+			t.Fatalf("step %d: GiveToken(%d) gave %d, remaining %d (%v); want %d, %d", i, st.give, given, res.Remaining, err, st.given, st.remaining)
+		}
+		s = ns
 	}
 }

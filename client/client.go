@@ -200,6 +200,10 @@ func New(cfg Config) (*Client, error) {
 // closes the connections. Checks in flight fail.
 func (c *Client) Close() error {
 	if c.grants != nil {
+		// Give unspent grant tokens back while the connections are up.
+		ctx, cancel := c.withTimeout(context.Background())
+		c.grants.holder.Return(ctx, time.Now().UnixNano())
+		cancel()
 		c.grants.holder.Close()
 	}
 	c.mu.Lock()

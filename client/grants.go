@@ -16,7 +16,8 @@ import (
 // owner spends at once, and answers checks from them with no network hop
 // (Result.Source "grant"). So the cluster never admits more than the
 // bucket allows; tokens unspent after TTL lapse, so under-admission is at
-// most the tokens this client holds. Grants apply to checks with an inline
+// most the tokens this client holds. Close gives the unspent tokens back
+// to the cluster, which credits them to the bucket. Grants apply to checks with an inline
 // token-bucket limit; checks that name a policy go to the cluster.
 type GrantOptions struct {
 	// Threshold is the rate of one key's checks in this client (units per
@@ -102,8 +103,19 @@ func (c *Client) useGrant(ctx context.Context, it *Item, cost int64) (Result, bo
 		if err != nil {
 			return grant.Reply{}, err
 		}
-		return grant.Reply{Granted: resp.GetGranted(), Remaining: resp.GetRemaining(),
-			ResetAfter: resp.GetResetAfter().AsDuration(), RetryAfter: resp.GetRetryAfter().AsDuration()}, nil
+		r := grant.Reply{Granted: resp.GetGranted(), Remaining: resp.GetRemaining(),
+			ResetAfter: resp.GetResetAfter().AsDuration(), RetryAfter: resp.GetRetryAfter().AsDuration()}
+		if id, issuer := resp.GetGrantId(), resp.GetIssuer(); id != 0 && issuer != "" {
+			r.Issuer = issuer
+			r.Return = func(ctx context.Context, n int64) error {
+				ctx, cancel := c.withTimeout(ctx)
+				defer cancel()
+				_, err := c.api.Grant(ctx, &sluicev1.GrantRequest{Key: key, Spec: &sluicev1.GrantRequest_Limit{Limit: lim},
+					Want: n, ReturnGrant: id, Issuer: issuer})
+				return err
+			}
+		}
+		return r, nil
 	}
 	now := time.Now().UnixNano()
 	out, ok := c.grants.holder.Use(ctx, itemIdentity(it), now, cost, capacity, most, false, ask,

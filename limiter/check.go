@@ -72,8 +72,17 @@ type job struct {
 	grants  policy.GrantMode
 	upTo    bool
 	granted int64
-	owner   ring.Member
-	res     *Result
+	// grantID and issuer name the grant given to an upTo job; credit
+	// marks a job that adds cost tokens back (see grantreturn.go).
+	grantID uint64
+	issuer  string
+	credit  bool
+	report  bool // a fallback report (see reconcile.go)
+	// maybeApplied marks a credit or report whose owner did not answer
+	// after the call may have reached it: it is never sent again.
+	maybeApplied bool
+	owner        ring.Member
+	res          *Result
 }
 
 // route returns the node that should decide hash, and whether it is this
@@ -103,7 +112,7 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 			l.applyLocal(ctx, v, j, now)
 			continue
 		}
-		if hops == 0 && !j.upTo && l.useGrant(ctx, v, j, owner, now) {
+		if hops == 0 && !j.upTo && !j.credit && !j.report && l.useGrant(ctx, v, j, owner, now) {
 			continue
 		}
 		j.owner = owner
@@ -124,7 +133,7 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
 		// A node that may hold the key's count has not seen this one
 		// join: answer as if the owner were unreachable.
-		if j.upTo {
+		if j.upTo || j.credit || j.report {
 			res := j.res
 			res.Result = bucket.Result{Limit: j.limit.Capacity()}
 			res.Source, res.Owner, res.Err = SourceFallback, holder.Name, err
@@ -142,8 +151,21 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	}
 	var err error
 	switch {
+	case j.credit:
+		j.granted, res.Result, err = l.store.GiveBack(j.hash, j.limit, now, j.cost)
+		if _, mine := l.route(v, j.hash); err == nil && j.granted == 0 && !mine && !l.store.Has(now, j.hash) {
+			// Decided here because rings disagree, with no state here:
+			// the state is elsewhere. Applied nothing; the issuer retries.
+			err = errCreditElsewhere
+		}
+	case j.report && j.limit.Algorithm == bucket.TokenBucket:
+		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+		res.Allowed = true // counted as far as the bucket goes: never denied
 	case j.upTo:
 		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+		if err == nil && j.granted > 0 {
+			j.grantID, j.issuer = l.ledger.record(j.hash, j.granted, now, now+int64(l.grants.Config().TTL)), l.name
+		}
 	case j.limit.Algorithm == bucket.Concurrency:
 		// Cost 0 on a concurrency limit reads the in-flight count.
 		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)

@@ -24,6 +24,7 @@ var ErrInvalidConfig = errors.New("limiter: invalid config")
 const (
 	DefaultPendingTTL   = 30 * time.Second
 	DefaultFetchTimeout = 500 * time.Millisecond
+	DefaultReportKeys   = 10_000
 )
 
 // Config configures a Limiter. The zero value of an optional field means
@@ -53,6 +54,10 @@ type Config struct {
 	FetchTimeout time.Duration
 	// Grants configures local token grants for hot keys.
 	Grants GrantConfig
+	// ReportKeys bounds the keys whose fallback admissions wait to be
+	// reported to their owner (see Reconcile); the oldest are dropped
+	// beyond it. 0 means DefaultReportKeys; negative turns reports off.
+	ReportKeys int
 	// Policies is the initial policy set; nil means no policies and inline
 	// limits allowed.
 	Policies *policy.Set
@@ -96,6 +101,11 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.acks.ttl = l.pendingTTL
 	l.grants = grant.NewHolder(cfg.Grants)
+	l.ledger.max = 4 * l.grants.Config().MaxKeys
+	l.reports.max = cfg.ReportKeys
+	if l.reports.max == 0 {
+		l.reports.max = DefaultReportKeys
+	}
 	set := cfg.Policies
 	if set == nil {
 		set = policy.Empty()

@@ -49,4 +49,14 @@
 // without asking anyone, so while two nodes' rings disagree both may count
 // one key; and after the pending TTL, or when a holder cannot be reached,
 // the keys it held start afresh.
+//
+// # Grants and fallback after a move
+//
+// A grant's unspent tokens go back to the bucket when the grant ends
+// early (grantreturn.go): the holder returns them to the grant's issuer,
+// which checks its ledger and credits the key's current owner, under
+// handoffMu so that a credit never races the key's state in a HandOff. A
+// return to an issuer that has gone (crashed, or left before the return
+// arrived) fails and the tokens lapse, as before. What a node admits in
+// fallback is reported to the key's owner once it answers (reconcile.go).
 package limiter

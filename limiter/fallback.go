@@ -28,9 +28,10 @@ const fallbackLeasePrefix = "local-"
 //     nodes together admit at most (N-1)/N of the limit through their
 //     shares while it is away; if the owner is only partitioned and still
 //     answers its own callers, the cluster's total stays under twice the
-//     limit. The share's own state lives in a separate local store; it is
-//     not merged into the owner's count when the owner returns (the owner's
-//     count rules again at once), and it expires like any state.
+//     limit. The share's own state lives in a separate local store and
+//     expires like any state; what it admitted is reported to the owner
+//     once it is reachable again (Reconcile, reconcile.go), so the owner's
+//     count reflects it.
 //   - FailDeny: denied, retry after FallbackRetryAfter (fail closed).
 //   - FailAllow: allowed, unlimited (fail open). Discouraged.
 //
@@ -72,6 +73,7 @@ func (l *Limiter) fallback(v *view, j *job, owner ring.Member, cause error, now 
 	res := j.res
 	res.Source, res.Owner, res.Err = SourceFallback, owner.Name, nil
 	res.Result = l.fallbackTake(v, j.mode, j.hash, j.limit, j.cost, now)
+	l.noteFallback(j, j.mode)
 	l.metrics.fellBack(j.mode)
 	l.log.Debug("owner unreachable: fallback", "owner", owner.Name, "mode", j.mode.String(), "err", cause)
 }

@@ -89,7 +89,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	items := make([]Forwarded, len(jobs))
 	answers := make([]Answer, len(jobs))
 	for i, j := range jobs {
-		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo}
+		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report}
 	}
 	pctx, cancel := peerContext(ctx)
 	err := l.peers.Check(pctx, owner, hops, items, answers)
@@ -99,7 +99,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		for i, j := range jobs {
 			res := j.res
 			res.Result, res.Err, res.Source, res.Owner = answers[i].Result, answers[i].Err, SourceOwner, owner.Name
-			j.granted = answers[i].Granted
+			j.granted, j.grantID, j.issuer = answers[i].Granted, answers[i].GrantID, answers[i].Issuer
 			if res.Err != nil {
 				res.Allowed = false
 			}
@@ -147,9 +147,11 @@ func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, ow
 		l.applyLocal(ctx, v, j, now)
 		return
 	}
-	if j.upTo {
+	if j.upTo || j.credit || j.report {
+		j.maybeApplied = !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrNotMember) // a refusal applied nothing
 		// A client's grant request: grant nothing rather than spend a
-		// local share; the client then checks the usual way.
+		// local share; the client then checks the usual way. A credit
+		// is lost: the tokens lapse as they would have.
 		res := j.res
 		res.Result = bucket.Result{Limit: j.limit.Capacity()}
 		res.Source, res.Owner, res.Err = SourceFallback, owner.Name, err

@@ -26,12 +26,20 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	}
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))
+	now := l.clock().UnixNano()
+	returns := false
 	for i, it := range items {
-		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, res: &results[i]}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, res: &results[i]}
+		returns = returns || it.Return != 0
 	}
-	l.decide(ctx, l.view.Load(), hops+1, hops >= 1, jobs, l.clock().UnixNano())
+	if returns {
+		l.checkWithReturns(ctx, hops, items, jobs, now)
+	} else {
+		l.decide(ctx, l.view.Load(), hops+1, hops >= 1, jobs, now)
+	}
 	for i := range results {
-		out[i] = Answer{Result: results[i].Result, Err: results[i].Err, Granted: jobs[i].granted}
+		j := &jobs[i]
+		out[i] = Answer{Result: results[i].Result, Err: results[i].Err, Granted: j.granted, GrantID: j.grantID, Issuer: j.issuer}
 	}
 	return nil
 }
@@ -196,6 +204,11 @@ const handoffBatch = 1000
 // The node calls it after each SetMembers and on graceful shutdown; calls
 // are serialized.
 func (l *Limiter) HandOff(ctx context.Context) (int, error) {
+	// Grants first, outside handoffMu: an issuer's credit for a key it
+	// has handed off waits for its HandOff (see Limiter.credit).
+	if v := l.view.Load(); v != nil && v.ring != nil && l.peers != nil {
+		l.returnMovedGrants(ctx, v)
+	}
 	l.handoffMu.Lock()
 	defer l.handoffMu.Unlock()
 	v := l.view.Load()

@@ -19,7 +19,9 @@ import (
 //     cluster never admits more than the bucket allows: admitted <= the
 //     bucket's bound. A grant's unspent tokens lapse after GrantConfig.TTL,
 //     so under-admission is at most the tokens held in unexpired grants,
-//     and a grant is spent within TTL of being taken.
+//     and a grant is spent within TTL of being taken. A grant that ends
+//     early (the key moves, the holder leaves or stops needing it) gives
+//     its unspent tokens back (grantreturn.go).
 //   - A grant holds what this node spends in GrantConfig.Refill at its
 //     observed rate, at most capacity/(2 × nodes), so one node cannot
 //     starve the others. When it falls below half, one refill is requested
@@ -90,27 +92,70 @@ func (l *Limiter) askOwner(ctx context.Context, hash uint64, lim bucket.Limit, w
 	if a.Err != nil {
 		return grant.Reply{}, a.Err
 	}
-	return grant.Reply{Granted: a.Granted, Remaining: a.Remaining, ResetAfter: a.ResetAfter, RetryAfter: a.RetryAfter}, nil
+	r := grant.Reply{Granted: a.Granted, Remaining: a.Remaining, ResetAfter: a.ResetAfter, RetryAfter: a.RetryAfter}
+	if a.GrantID != 0 && a.Issuer != "" {
+		id, issuer := a.GrantID, a.Issuer
+		r.Issuer = issuer
+		r.Return = func(ctx context.Context, n int64) error {
+			_, err := l.returnGrant(ctx, hash, lim, issuer, id, n)
+			return err
+		}
+	}
+	return r, nil
+}
+
+// Granted is what a grant gave: Tokens, and the ID its Issuer recorded it
+// under, for ReturnGrant (0: it cannot be returned).
+type Granted struct {
+	Tokens int64
+	ID     uint64
+	Issuer string
 }
 
 // Grant asks the key's owner for up to want tokens of a token bucket, for
 // a client that holds grants itself. The owner spends what it grants.
-func (l *Limiter) Grant(ctx context.Context, req Request, want int64) (granted int64, res Result, err error) {
-	r, err := l.resolve(l.policies.Load(), 0, &req)
+func (l *Limiter) Grant(ctx context.Context, req Request, want int64) (Granted, Result, error) {
+	r, err := l.resolveGrant(&req, want, "want")
 	if err != nil {
-		return 0, Result{}, err
+		return Granted{}, Result{}, err
 	}
-	if r.limit.Algorithm != bucket.TokenBucket {
-		return 0, Result{}, &FieldError{0, "algorithm", "grants take a token bucket, not " + r.limit.Algorithm.String(), ErrInvalid}
-	}
-	if want <= 0 || want > r.limit.Capacity() {
-		return 0, Result{}, &FieldError{0, "want", "must be between 1 and the limit's capacity", ErrInvalid}
-	}
-	res = Result{Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity()}
+	res := Result{Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity()}
 	jobs := []job{{hash: r.hash, limit: r.limit, cost: want, upTo: true, mode: r.mode, res: &res}}
 	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
 	if res.Err != nil {
-		return 0, res, res.Err
+		return Granted{}, res, res.Err
 	}
-	return jobs[0].granted, res, nil
+	return Granted{Tokens: jobs[0].granted, ID: jobs[0].grantID, Issuer: jobs[0].issuer}, res, nil
+}
+
+// ReturnGrant gives n unspent tokens of a client's grant back to its
+// issuer, which credits at most what it granted under id, once, before
+// the grant's TTL ends. It returns the tokens credited.
+func (l *Limiter) ReturnGrant(ctx context.Context, req Request, g Granted) (int64, error) {
+	r, err := l.resolveGrant(&req, g.Tokens, "want")
+	if err != nil {
+		return 0, err
+	}
+	if g.ID == 0 {
+		return 0, &FieldError{0, "return_grant", "must be a grant id that Grant gave", ErrInvalid}
+	}
+	if g.Issuer == "" {
+		return 0, &FieldError{0, "issuer", "must be the issuer that Grant named", ErrInvalid}
+	}
+	return l.returnGrant(ctx, r.hash, r.limit, g.Issuer, g.ID, g.Tokens)
+}
+
+// resolveGrant resolves the request of a grant or a return of n tokens.
+func (l *Limiter) resolveGrant(req *Request, n int64, field string) (resolved, error) {
+	r, err := l.resolve(l.policies.Load(), 0, req)
+	if err != nil {
+		return r, err
+	}
+	if r.limit.Algorithm != bucket.TokenBucket {
+		return r, &FieldError{0, "algorithm", "grants take a token bucket, not " + r.limit.Algorithm.String(), ErrInvalid}
+	}
+	if n <= 0 || n > r.limit.Capacity() {
+		return r, &FieldError{0, field, "must be between 1 and the limit's capacity", ErrInvalid}
+	}
+	return r, nil
 }

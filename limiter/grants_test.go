@@ -87,9 +87,9 @@ func TestGrantsForClientsNeverOvershoot(t *testing.T) {
 		on := []string{"n1", "n2", "n0"}[i%3]
 		got, res, err := c.Node(on).Grant(context.Background(), limiter.Request{Key: key, Limit: lim}, 7)
 		if err != nil || res.Source != limiter.SourceOwner {
-			t.Fatalf("step %d: grant on %s: %d %+v %v", i, on, got, res, err)
+			t.Fatalf("step %d: grant on %s: %+v %+v %v", i, on, got, res, err)
 		}
-		total += got
+		total += got.Tokens
 	}
 	if total != 100 {
 		t.Fatalf("granted %d in total, want the bucket's 100 exactly", total)

@@ -44,6 +44,8 @@ type Limiter struct {
 	accepting    sync.RWMutex // AcceptHandoff (read) against SetLeaving (write)
 	adopting     sync.RWMutex // AcceptHandoff with states (read) against HandOff's acknowledgements (write)
 	grants       *grant.Holder
+	ledger       grantLedger // the grants this node issued (see grantreturn.go)
+	reports      reports     // fallback admissions to report (see reconcile.go)
 	metrics      *metrics
 }
 
@@ -79,6 +81,8 @@ func (l *Limiter) Ring() *ring.Ring {
 func (l *Limiter) Sweep() int {
 	now := l.clock().UnixNano()
 	l.grants.Sweep(now)
+	l.ledger.sweep(now)
+	l.returnIdleGrants(now)
 	return l.store.Sweep(now) + l.shares.Sweep(now)
 }
 

@@ -31,6 +31,9 @@ type metrics struct {
 	// invalidStates counts handed-off or fetched states dropped because
 	// they fail store.Entry.Validate.
 	invalidStates prometheus.Counter
+	// reported counts fallback admissions counted on their owner since;
+	// reportsDropped those dropped unreported (see reconcile.go).
+	reported, reportsDropped prometheus.Counter
 	// activity, if set, also receives the checks counted here: their
 	// rate, and a sample of their keys for the hot keys (no per-key
 	// metrics).
@@ -98,11 +101,19 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, set *policy.Set) (*m
 		Namespace: "sluice", Name: "invalid_states_total",
 		Help: "Key states received from another node (handoff, fetch) and dropped because they are invalid: timestamps too far from now, counts or costs out of bounds, fields inconsistent.",
 	})
+	m.reported = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "fallback_reported_units_total",
+		Help: "Units this node admitted in fallback (owner unreachable) and reported to the owner once it was reachable again, so the owner counts them.",
+	})
+	m.reportsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "fallback_reports_dropped_total",
+		Help: "Keys whose fallback admissions were dropped unreported: the oldest when more keys than the cap await a report, or a report whose answer was lost.",
+	})
 	if reg == nil {
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		checks, m.forwarded, m.handedOff, fallbacks, m.peerRefused, m.invalidStates,
+		checks, m.forwarded, m.handedOff, fallbacks, m.peerRefused, m.invalidStates, m.reported, m.reportsDropped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "store_keys",
 			Help: "Keys held in the node's store.",

@@ -40,6 +40,18 @@ type Forwarded struct {
 	// HolderTag; 0 for none): the owner binds a new lease to it and
 	// releases only a lease bound to it. Checks ignore it.
 	Holder uint64
+	// Return makes the item a grant return: Cost unspent tokens of the
+	// grant this node issued under that id go back to the bucket (see
+	// grantLedger); 0 for other items.
+	Return uint64
+	// Credit makes the item a credit: Cost tokens go back to the bucket,
+	// never above capacity. The issuer of a grant sends it, after checking
+	// a return, to the key's current owner.
+	Credit bool
+	// Report makes the item a fallback report: Cost units this node
+	// admitted in its local share while the owner was unreachable, counted
+	// now on the owner (see reconcile.go).
+	Report bool
 }
 
 // Answer is an owner's answer to one Forwarded item.
@@ -48,8 +60,14 @@ type Answer struct {
 	// Err is set when the owner could not evaluate the item (e.g. its
 	// store is full).
 	Err error
-	// Granted is the number of units spent for a grant request (UpTo).
+	// Granted is the number of units spent for a grant request (UpTo), or
+	// credited for a return or a credit.
 	Granted int64
+	// GrantID and Issuer name a grant request's grant, for returning its
+	// unspent tokens: the issuer recorded it under GrantID (0: not
+	// recorded, not returnable).
+	GrantID uint64
+	Issuer  string
 }
 
 // Peers reaches the other nodes of the cluster (transport's peer client

@@ -413,14 +413,22 @@ func (n *Node) handoffLoop(ctx context.Context) {
 	}
 }
 
-// sweepLoop drops expired states periodically.
+// sweepLoop drops expired states periodically, and reports fallback
+// admissions to their owners each second.
 func (n *Node) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.SweepInterval)
 	defer t.Stop()
+	reconcile := time.NewTicker(time.Second)
+	defer reconcile.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-reconcile.C:
+			// Report fallback admissions to owners that are back.
+			if n.limiter.PendingReports() > 0 {
+				n.limiter.Reconcile(ctx)
+			}
 		case <-t.C:
 			if dropped := n.limiter.Sweep(); dropped > 0 {
 				n.log.Debug("swept expired keys", "dropped", dropped)

@@ -36,3 +36,37 @@ func (s *Store) TakeUpTo(key uint64, l bucket.Limit, now, most int64) (int64, bu
 	}
 	return n, res, nil
 }
+
+// GiveBack adds n unspent units of a grant back to the token bucket of key,
+// never above capacity (bucket.GiveToken), and returns how many it added
+// and the result of a read after. A key with no state is full: nothing is
+// added and no state is created.
+func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucket.Result, error) {
+	if l.Algorithm != bucket.TokenBucket {
+		return 0, bucket.Result{}, fmt.Errorf("%w: GiveBack takes a token bucket, not %s", ErrWrongAlgorithm, l.Algorithm)
+	}
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, ok := sh.tokens[key]
+	if !ok || tokenIsZero(old, now) {
+		res, err := s.takeTokenLocked(sh, key, l, now, 0)
+		return 0, res, err
+	}
+	in := old
+	if l.Limit > 0 {
+		in, _ = clampToken(in, l, now)
+	}
+	next, given, res, err := bucket.GiveToken(in, l, now, n)
+	switch {
+	case err != nil:
+		return 0, bucket.Result{}, err
+	case tokenIsZero(next, now):
+		delete(sh.tokens, key)
+		s.forget(tokenEntryBytes)
+	case next != old:
+		sh.tokens[key] = next
+		sh.noteExpiry(next.ExpiresAt())
+	}
+	return given, res, nil
+}

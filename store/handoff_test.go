@@ -416,3 +416,38 @@ func TestTakeUpTo(t *testing.T) {
 		t.Fatalf("fixed window: %v, want ErrWrongAlgorithm", err)
 	}
 }
+
+func TestGiveBack(t *testing.T) {
+	s := newStore(t, Config{})
+	l := lim(bucket.TokenBucket, 10, time.Second)
+	if got, _, err := s.GiveBack(8, l, t0, 3); err != nil || got != 0 || s.Has(t0, 8) {
+		t.Fatalf("unknown key: gave %d (%v), has %v; want nothing given and no state", got, err, s.Has(t0, 8))
+	}
+	steps := []struct {
+		take, give, given, remaining int64
+	}{
+		{take: 6, give: 4, given: 4, remaining: 8},
+		{give: 5, given: 2, remaining: 10}, // capped at capacity
+		{take: 10, give: 10, given: 10, remaining: 10},
+	}
+	for i, st := range steps {
+		if st.take > 0 {
+			if got, _, err := s.TakeUpTo(8, l, t0, st.take); err != nil || got != st.take {
+				t.Fatalf("step %d: took %d (%v), want %d", i, got, err, st.take)
+			}
+		}
+		got, res, err := s.GiveBack(8, l, t0, st.give)
+		if err != nil || got != st.given || res.Remaining != st.remaining {
+			t.Fatalf("step %d: gave %d, remaining %d (%v); want %d, %d", i, got, res.Remaining, err, st.given, st.remaining)
+		}
+	}
+	if _, _, err := s.GiveBack(8, lim(bucket.FixedWindow, 10, time.Second), t0, 1); !errors.Is(err, ErrWrongAlgorithm) {
+		t.Fatalf("fixed window: %v, want ErrWrongAlgorithm", err)
+	}
+	if _, _, err := s.TakeUpTo(8, l, t0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GiveBack(8, l, t0, 11); !errors.Is(err, bucket.ErrCostExceedsCapacity) {
+		t.Fatalf("give 11 of 10: %v, want ErrCostExceedsCapacity", err)
+	}
+}

@@ -31,6 +31,9 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	item.Limit = lim
 	item.Cost = f.Cost
 	item.UpTo = f.UpTo
+	item.ReturnGrant = f.Return
+	item.Credit = f.Credit
+	item.Report = f.Report
 	return item
 }
 
@@ -60,10 +63,13 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		return &wire.FieldError{Field: "limit.algorithm", Reason: fmt.Sprintf("unknown algorithm %d", l.GetAlgorithm())}
 	}
 	*dst = limiter.Forwarded{
-		Hash:  it.GetHash(),
-		Limit: bucket.Limit{Algorithm: alg, Limit: l.GetLimit(), Period: time.Duration(l.GetPeriodNs()), Burst: l.GetBurst()},
-		Cost:  it.GetCost(),
-		UpTo:  it.GetUpTo(),
+		Hash:   it.GetHash(),
+		Limit:  bucket.Limit{Algorithm: alg, Limit: l.GetLimit(), Period: time.Duration(l.GetPeriodNs()), Burst: l.GetBurst()},
+		Cost:   it.GetCost(),
+		UpTo:   it.GetUpTo(),
+		Return: it.GetReturnGrant(),
+		Credit: it.GetCredit(),
+		Report: it.GetReport(),
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError
@@ -82,6 +88,23 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 	case dst.Cost > limiter.MaxCost && dst.Limit.Algorithm != bucket.FixedWindowHits:
 		return &wire.FieldError{Field: "cost", Reason: fmt.Sprintf("must be <= %d", limiter.MaxCost)}
 	}
+	if dst.Report && (dst.UpTo || dst.Credit || dst.Return != 0 || dst.Limit.Algorithm == bucket.Concurrency) {
+		return &wire.FieldError{Field: "report", Reason: "a report is a plain count: not with up_to, return_grant or credit, nor of a concurrency limit"}
+	}
+	if dst.Return != 0 || dst.Credit {
+		field := "credit"
+		if dst.Return != 0 {
+			field = "return_grant"
+		}
+		switch {
+		case dst.UpTo || (dst.Return != 0 && dst.Credit):
+			return &wire.FieldError{Field: field, Reason: "only one of up_to, return_grant and credit may be set"}
+		case dst.Limit.Algorithm != bucket.TokenBucket:
+			return &wire.FieldError{Field: field, Reason: "applies to token buckets only"}
+		case dst.Cost > dst.Limit.Capacity():
+			return &wire.FieldError{Field: "cost", Reason: fmt.Sprintf("a return or credit must be <= the capacity %d", dst.Limit.Capacity())}
+		}
+	}
 	return nil
 }
 
@@ -94,6 +117,8 @@ func toPeerResult(dst *sluicev1.PeerResult, a *limiter.Answer) *sluicev1.PeerRes
 	dst.RetryAfterNs = int64(a.RetryAfter)
 	dst.Granted = a.Granted
 	dst.Count = a.Count
+	dst.GrantId = a.GrantID
+	dst.Issuer = a.Issuer
 	if a.Err != nil {
 		code := answerCode(a.Err)
 		dst.ErrorCode = int32(code)
@@ -121,7 +146,7 @@ func fromPeerResult(dst *limiter.Answer, r *sluicev1.PeerResult) {
 		ResetAfter: time.Duration(r.GetResetAfterNs()),
 		RetryAfter: time.Duration(r.GetRetryAfterNs()),
 		Count:      r.GetCount(),
-	}, Granted: r.GetGranted()}
+	}, Granted: r.GetGranted(), GrantID: r.GetGrantId(), Issuer: r.GetIssuer()}
 	if c := r.GetErrorCode(); c != 0 {
 		dst.Err = answerError(codes.Code(c), r.GetErrorMessage())
 		dst.Allowed = false

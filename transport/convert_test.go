@@ -69,6 +69,9 @@ func TestPeerConvertItemRoundTrip(t *testing.T) {
 		{Hash: 1<<64 - 1, Limit: bucket.Limit{Algorithm: bucket.Concurrency, Limit: bucket.MaxLimit}, Cost: bucket.MaxLimit},
 		{Hash: 5, Limit: bucket.Limit{Algorithm: bucket.FixedWindowHits, Limit: 0, Period: time.Second}, Cost: 7},
 		{Hash: 6, Limit: bucket.Limit{Algorithm: bucket.FixedWindowHits, Limit: bucket.MaxHitsLimit, Period: 365 * 24 * time.Hour}, Cost: 1 << 40},
+		{Hash: 7, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Second, Burst: 20}, Cost: 20, Return: 0xfeed},
+		{Hash: 8, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Second}, Cost: 4, Credit: true},
+		{Hash: 9, Limit: bucket.Limit{Algorithm: bucket.SlidingWindow, Limit: 10, Period: time.Second}, Cost: 30, Report: true},
 	}
 	for _, f := range items {
 		var it sluicev1.PeerItem
@@ -80,6 +83,32 @@ func TestPeerConvertItemRoundTrip(t *testing.T) {
 		}
 		if got != f {
 			t.Errorf("round trip: got %+v, want %+v", got, f)
+		}
+	}
+}
+
+// Grant returns and credits take a token bucket, a cost within its
+// capacity, and exclude each other and up_to; a fallback report is a
+// plain count of a rate limit.
+func TestPeerConvertReturnBadInput(t *testing.T) {
+	tok := &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 10, PeriodNs: int64(time.Second)}
+	for _, tc := range []struct {
+		it    *sluicev1.PeerItem
+		field string
+	}{
+		{&sluicev1.PeerItem{Hash: 1, Cost: 11, ReturnGrant: 9, Limit: tok}, "cost"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 11, Credit: true, Limit: tok}, "cost"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, ReturnGrant: 9, UpTo: true, Limit: tok}, "return_grant"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, ReturnGrant: 9, Credit: true, Limit: tok}, "return_grant"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Credit: true, UpTo: true, Limit: tok}, "credit"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Credit: true, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, PeriodNs: 1}}, "credit"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Report: true, UpTo: true, Limit: tok}, "report"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Report: true, Credit: true, Limit: tok}, "report"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Report: true, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}}, "report"},
+	} {
+		var got limiter.Forwarded
+		if fe := fromPeerItem(&got, tc.it); fe == nil || fe.Field != tc.field || fe.Reason == "" {
+			t.Errorf("%v: %+v, want an error on %s", tc.it, fe, tc.field)
 		}
 	}
 }

@@ -52,6 +52,19 @@ func FuzzPeerItems(f *testing.F) {
 		{Hash: 9, Cost: 1 << 40, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW_HITS, Limit: 0, PeriodNs: 1}},
 	}})
 	seedMessage(f, &sluicev1.PeerCheckRequest{Items: []*sluicev1.PeerItem{{Hash: 1, Cost: -1, Limit: &sluicev1.PeerLimit{Limit: -5, PeriodNs: -1}}, nil, {}}})
+	// Grant returns and credits, good and bad.
+	tok := &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 100, PeriodNs: int64(time.Minute)}
+	seedMessage(f, &sluicev1.PeerCheckRequest{From: "c", Items: []*sluicev1.PeerItem{
+		{Hash: 5, Cost: 15, ReturnGrant: 0xdeadbeef, Limit: tok},
+		{Hash: 5, Cost: 15, Credit: true, Limit: tok},
+		{Hash: 5, Cost: 101, Credit: true, Limit: tok},
+		{Hash: 5, Cost: 1, Credit: true, ReturnGrant: 3, UpTo: true, Limit: tok},
+		{Hash: 5, Cost: 1, ReturnGrant: 3, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, PeriodNs: 1}},
+		// Fallback reports.
+		{Hash: 6, Cost: 40, Report: true, Limit: tok},
+		{Hash: 6, Cost: 4, Report: true, UpTo: true, Limit: tok},
+		{Hash: 6, Cost: 1, Report: true, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}},
+	}})
 	seedMessage(f, &sluicev1.PeerAcquireRequest{From: "b", Item: &sluicev1.PeerItem{Hash: 3, Cost: 2,
 		Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}}})
 	f.Add([]byte{0x1a, 0x05, 0x08, 0xff, 0xff, 0xff, 0xff})
@@ -73,6 +86,12 @@ func FuzzPeerItems(f *testing.F) {
 			}
 			if fw.Cost < 0 || (fw.Cost > limiter.MaxCost && fw.Limit.Algorithm != bucket.FixedWindowHits) {
 				t.Fatalf("item %d: cost %d accepted", i, fw.Cost)
+			}
+			if (fw.Return != 0 || fw.Credit) && (fw.Limit.Algorithm != bucket.TokenBucket || fw.Cost > fw.Limit.Capacity() || fw.UpTo || (fw.Return != 0 && fw.Credit)) {
+				t.Fatalf("item %d: a return or credit accepted: %+v", i, fw)
+			}
+			if fw.Report && (fw.UpTo || fw.Credit || fw.Return != 0 || fw.Limit.Algorithm == bucket.Concurrency) {
+				t.Fatalf("item %d: a bad report accepted: %+v", i, fw)
 			}
 			// Round trip: what this node would forward is what it accepted.
 			out := toPeerItem(&sluicev1.PeerItem{}, &sluicev1.PeerLimit{}, &fw)
@@ -144,6 +163,7 @@ func FuzzPeerResults(f *testing.F) {
 		{Allowed: true, Limit: 10, Remaining: 9, ResetAfterNs: 100},
 		{ErrorCode: 8, ErrorMessage: "store: full"},
 		{ErrorCode: 3, ErrorMessage: "limit: must be > 0", RetryAfterNs: -1},
+		{Allowed: true, Granted: 25, GrantId: 0xfeed, Issuer: "a"},
 		nil,
 	}})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -62,6 +62,12 @@ type Reply struct {
 	Remaining  int64
 	ResetAfter time.Duration
 	RetryAfter time.Duration
+	// Return, when set, gives n unspent tokens of this grant back to its
+	// issuer (at most Granted, once). The holder calls it when the grant
+	// ends early: see Holder.Return.
+	Return func(ctx context.Context, n int64) error
+	// Issuer names the node that issued the grant (for ReturnIf).
+	Issuer string
 }
 
 // Ask requests up to want tokens from the key's owner. An error means the
@@ -90,6 +96,9 @@ type Stats struct {
 	// Expired counts granted tokens that lapsed unspent (TTL), including
 	// those of keys dropped by Sweep.
 	Expired uint64
+	// Returned counts unspent tokens given back to their issuers (sent:
+	// the issuer may credit fewer), ReturnFailures the returns that failed.
+	Returned, ReturnFailures uint64
 }
 
 const stripes = 64
@@ -104,6 +113,7 @@ type Holder struct {
 	}
 	local, requests, misses atomic.Uint64
 	granted, expired        atomic.Uint64
+	returned, returnFails   atomic.Uint64
 	bg                      sync.WaitGroup
 	ctx                     context.Context
 	cancel                  context.CancelFunc
@@ -128,7 +138,8 @@ func (h *Holder) Close() {
 // Stats returns the holder's counters.
 func (h *Holder) Stats() Stats {
 	return Stats{Local: h.local.Load(), Requests: h.requests.Load(), Misses: h.misses.Load(),
-		Granted: h.granted.Load(), Expired: h.expired.Load()}
+		Granted: h.granted.Load(), Expired: h.expired.Load(),
+		Returned: h.returned.Load(), ReturnFailures: h.returnFails.Load()}
 }
 
 // slot is one key's grant state. Guarded by mu.
@@ -139,8 +150,10 @@ type slot struct {
 	lastRate float64
 	lastUse  int64
 
+	key         uint64
 	tokens      int64
 	expires     int64
+	lots        []lot // the returnable part of tokens, oldest first
 	remaining   int64 // the owner's remaining after the last grant
 	resetAfter  time.Duration
 	deniedUntil int64
@@ -161,7 +174,7 @@ func (h *Holder) get(key uint64) *slot {
 		if s.m == nil {
 			s.m = map[uint64]*slot{}
 		}
-		g = &slot{}
+		g = &slot{key: key}
 		s.m[key] = g
 	}
 	return g
@@ -192,8 +205,8 @@ func (h *Holder) Sweep(now int64) {
 func (h *Holder) lapse(g *slot) {
 	if g.tokens > 0 {
 		h.expired.Add(uint64(g.tokens))
-		g.tokens = 0
 	}
+	g.lapse()
 }
 
 // observe adds units to the key's rate estimate and returns the rate.
@@ -238,7 +251,7 @@ func (h *Holder) Use(ctx context.Context, key uint64, now, cost, capacity, most 
 		}
 		target := min(most, max(cost, int64(rate*h.cfg.Refill.Seconds())))
 		if g.tokens >= cost {
-			g.tokens -= cost
+			g.spend(cost)
 			out := h.answer(g, capacity, true, 0)
 			if g.tokens < target/2 && g.inflight == nil && cost <= target && g.deniedUntil <= now {
 				h.refill(g, target, ask, clock)
@@ -281,7 +294,7 @@ func (h *Holder) Use(ctx context.Context, key uint64, now, cost, capacity, most 
 		}
 		var out Outcome
 		if g.tokens >= cost {
-			g.tokens -= cost
+			g.spend(cost)
 			out = h.answer(g, capacity, true, 0)
 		} else {
 			retry := time.Duration(g.deniedUntil - now)
@@ -321,8 +334,7 @@ func (h *Holder) request(ctx context.Context, g *slot, want, now int64, ask Ask)
 			h.lapse(g)
 		}
 		h.granted.Add(uint64(r.Granted))
-		g.tokens += r.Granted
-		g.expires = now + int64(h.cfg.TTL)
+		g.add(&r, now, h.cfg.TTL)
 		g.deniedUntil, g.deniedCost = 0, 0
 	case r.Granted > 0:
 		// The owner is running short: spend what it gave, then hold off
@@ -331,8 +343,7 @@ func (h *Holder) request(ctx context.Context, g *slot, want, now int64, ask Ask)
 			h.lapse(g)
 		}
 		h.granted.Add(uint64(r.Granted))
-		g.tokens += r.Granted
-		g.expires = now + int64(h.cfg.TTL)
+		g.add(&r, now, h.cfg.TTL)
 		g.deniedUntil, g.deniedCost = now+int64(h.cfg.DenyHold), 1
 	default:
 		g.deniedUntil = now + int64(max(r.RetryAfter, h.cfg.DenyHold))

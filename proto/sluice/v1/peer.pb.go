@@ -101,7 +101,21 @@ type PeerItem struct {
 	Cost  int64                  `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
 	// A grant request (token buckets only): take as many units as the bucket
 	// has now, up to cost, and report them in PeerResult.granted.
-	UpTo          bool `protobuf:"varint,4,opt,name=up_to,json=upTo,proto3" json:"up_to,omitempty"`
+	UpTo bool `protobuf:"varint,4,opt,name=up_to,json=upTo,proto3" json:"up_to,omitempty"`
+	// A grant return: give back cost unspent tokens of the grant this node
+	// issued under that id (PeerResult.grant_id). The issuer credits at most
+	// what it recorded for the grant, once, before the grant's TTL ends;
+	// anything else is credited nothing. 0 for other items.
+	ReturnGrant uint64 `protobuf:"fixed64,5,opt,name=return_grant,json=returnGrant,proto3" json:"return_grant,omitempty"`
+	// A credit: add cost tokens back to the bucket, never above capacity.
+	// Sent by a grant's issuer, after checking a return, to the key's
+	// current owner when the key has moved.
+	Credit bool `protobuf:"varint,6,opt,name=credit,proto3" json:"credit,omitempty"`
+	// A fallback report: cost units this node admitted for the key while
+	// its owner was unreachable (in its local share), counted now on the
+	// owner: a token bucket spends as many as it has, up to cost (never
+	// denied, never below empty); other limits take cost as a check.
+	Report        bool `protobuf:"varint,7,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +178,27 @@ func (x *PeerItem) GetUpTo() bool {
 	return false
 }
 
+func (x *PeerItem) GetReturnGrant() uint64 {
+	if x != nil {
+		return x.ReturnGrant
+	}
+	return 0
+}
+
+func (x *PeerItem) GetCredit() bool {
+	if x != nil {
+		return x.Credit
+	}
+	return false
+}
+
+func (x *PeerItem) GetReport() bool {
+	if x != nil {
+		return x.Report
+	}
+	return false
+}
+
 type PeerResult struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Allowed      bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
@@ -177,7 +212,13 @@ type PeerResult struct {
 	// Units granted to an up_to item.
 	Granted int64 `protobuf:"varint,8,opt,name=granted,proto3" json:"granted,omitempty"`
 	// FIXED_WINDOW_HITS: the window's count after the take (0 otherwise).
-	Count         int64 `protobuf:"varint,9,opt,name=count,proto3" json:"count,omitempty"`
+	Count int64 `protobuf:"varint,9,opt,name=count,proto3" json:"count,omitempty"`
+	// The id of the grant given to an up_to item (0 when nothing was granted
+	// or it was not recorded), and the node that issued it: a return goes
+	// to the issuer under this id. For a return or credit item, granted is
+	// the number of tokens credited.
+	GrantId       uint64 `protobuf:"fixed64,10,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	Issuer        string `protobuf:"bytes,11,opt,name=issuer,proto3" json:"issuer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +314,20 @@ func (x *PeerResult) GetCount() int64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *PeerResult) GetGrantId() uint64 {
+	if x != nil {
+		return x.GrantId
+	}
+	return 0
+}
+
+func (x *PeerResult) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
 }
 
 type PeerCheckRequest struct {
@@ -1209,12 +1264,15 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"s\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xc6\x01\n" +
 	"\bPeerItem\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x13\n" +
-	"\x05up_to\x18\x04 \x01(\bR\x04upTo\"\x9a\x02\n" +
+	"\x05up_to\x18\x04 \x01(\bR\x04upTo\x12!\n" +
+	"\freturn_grant\x18\x05 \x01(\x06R\vreturnGrant\x12\x16\n" +
+	"\x06credit\x18\x06 \x01(\bR\x06credit\x12\x16\n" +
+	"\x06report\x18\a \x01(\bR\x06report\"\xcd\x02\n" +
 	"\n" +
 	"PeerResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
@@ -1226,7 +1284,10 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"error_code\x18\x06 \x01(\x05R\terrorCode\x12#\n" +
 	"\rerror_message\x18\a \x01(\tR\ferrorMessage\x12\x18\n" +
 	"\agranted\x18\b \x01(\x03R\agranted\x12\x14\n" +
-	"\x05count\x18\t \x01(\x03R\x05count\"\x84\x01\n" +
+	"\x05count\x18\t \x01(\x03R\x05count\x12\x19\n" +
+	"\bgrant_id\x18\n" +
+	" \x01(\x06R\agrantId\x12\x16\n" +
+	"\x06issuer\x18\v \x01(\tR\x06issuer\"\x84\x01\n" +
 	"\x10PeerCheckRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
 	"\x05items\x18\x02 \x03(\v2\x13.sluice.v1.PeerItemR\x05items\x12\x12\n" +

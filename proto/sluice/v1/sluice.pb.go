@@ -1002,8 +1002,15 @@ type GrantRequest struct {
 	//	*GrantRequest_Limit
 	//	*GrantRequest_Policy
 	Spec isGrantRequest_Spec `protobuf_oneof:"spec"`
-	// Tokens wanted; 1 to the limit's capacity.
-	Want          int64 `protobuf:"varint,4,opt,name=want,proto3" json:"want,omitempty"`
+	// Tokens wanted; 1 to the limit's capacity. With return_grant set, the
+	// unspent tokens given back instead.
+	Want int64 `protobuf:"varint,4,opt,name=want,proto3" json:"want,omitempty"`
+	// A return: the grant_id of an earlier GrantResponse whose unspent
+	// tokens (want of them) go back to the bucket, and its issuer. The
+	// issuer credits at most what it granted under that id, once, before the
+	// grant's TTL ends.
+	ReturnGrant   uint64 `protobuf:"fixed64,5,opt,name=return_grant,json=returnGrant,proto3" json:"return_grant,omitempty"`
+	Issuer        string `protobuf:"bytes,6,opt,name=issuer,proto3" json:"issuer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1077,6 +1084,20 @@ func (x *GrantRequest) GetWant() int64 {
 	return 0
 }
 
+func (x *GrantRequest) GetReturnGrant() uint64 {
+	if x != nil {
+		return x.ReturnGrant
+	}
+	return 0
+}
+
+func (x *GrantRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
 type isGrantRequest_Spec interface {
 	isGrantRequest_Spec()
 }
@@ -1104,8 +1125,14 @@ type GrantResponse struct {
 	// When nothing was granted, time until one token could be.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	// How long the granted tokens may be spent.
-	Ttl           *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	Owner         string               `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	Ttl   *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Owner string               `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The grant's id and issuer, for returning its unspent tokens (0 and
+	// empty when it cannot be returned).
+	GrantId uint64 `protobuf:"fixed64,8,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	Issuer  string `protobuf:"bytes,9,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// For a return: the tokens credited back to the bucket.
+	Returned      int64 `protobuf:"varint,10,opt,name=returned,proto3" json:"returned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1187,6 +1214,27 @@ func (x *GrantResponse) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *GrantResponse) GetGrantId() uint64 {
+	if x != nil {
+		return x.GrantId
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *GrantResponse) GetReturned() int64 {
+	if x != nil {
+		return x.Returned
+	}
+	return 0
 }
 
 type ReleaseRequest struct {
@@ -1673,13 +1721,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12)\n" +
 	"\x06source\x18\a \x01(\x0e2\x11.sluice.v1.SourceR\x06source\x12\x14\n" +
-	"\x05owner\x18\b \x01(\tR\x05owner\"\x80\x01\n" +
+	"\x05owner\x18\b \x01(\tR\x05owner\"\xbb\x01\n" +
 	"\fGrantRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
 	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x03 \x01(\tH\x00R\x06policy\x12\x12\n" +
-	"\x04want\x18\x04 \x01(\x03R\x04wantB\x06\n" +
-	"\x04spec\"\x98\x02\n" +
+	"\x04want\x18\x04 \x01(\x03R\x04want\x12!\n" +
+	"\freturn_grant\x18\x05 \x01(\x06R\vreturnGrant\x12\x16\n" +
+	"\x06issuer\x18\x06 \x01(\tR\x06issuerB\x06\n" +
+	"\x04spec\"\xe7\x02\n" +
 	"\rGrantResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\x03R\agranted\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1689,7 +1739,11 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12+\n" +
 	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x14\n" +
-	"\x05owner\x18\a \x01(\tR\x05owner\"\x89\x01\n" +
+	"\x05owner\x18\a \x01(\tR\x05owner\x12\x19\n" +
+	"\bgrant_id\x18\b \x01(\x06R\agrantId\x12\x16\n" +
+	"\x06issuer\x18\t \x01(\tR\x06issuer\x12\x1a\n" +
+	"\breturned\x18\n" +
+	" \x01(\x03R\breturned\"\x89\x01\n" +
 	"\x0eReleaseRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
 	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
