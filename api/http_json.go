@@ -324,6 +324,9 @@ func onlyParams(q url.Values, allowed []string) *httpError {
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		name := unknown[0]
+		if name == "" {
+			return badRequest("query", `a parameter with no name (as in "?=1" or "&&")`)
+		}
 		if len(name) > 64 {
 			name = name[:64] + "..."
 		}

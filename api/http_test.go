@@ -473,6 +473,7 @@ func TestHTTPQueryBadInput(t *testing.T) {
 		{"policy and limit", "/v1/check?key=k&policy=login&limit=1", "policy", nil},
 		{"unknown param", "/v1/check?key=k&policy=login&polcy=x", "polcy", nil},
 		{"repeated param", "/v1/check?key=k&key=j&policy=login", "key", nil},
+		{"param with no name", "/v1/check?key=k&policy=login&=1", "query", nil},
 		{"bad deny status", "/v1/check?key=k&policy=login&deny_status=500", "deny_status", nil},
 		{"bad escape", "/v1/check?key=%zz", "query", nil},
 		{"usage cost", "/v1/usage?key=k&policy=login&cost=1", "cost", nil},
