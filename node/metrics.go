@@ -20,9 +20,6 @@ func (n *Node) registerNodeMetrics(reg prometheus.Registerer) (prometheus.Counte
 		Name: "sluice_ring_changes_total",
 		Help: "Rings this node built from a membership change (a member joined, left or failed).",
 	})
-	grants := func(f func(s *limiter.GrantStats) uint64) func() float64 {
-		return func() float64 { s := n.limiter.GrantStats(); return float64(f(&s)) }
-	}
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_build_info",
@@ -32,28 +29,31 @@ func (n *Node) registerNodeMetrics(reg prometheus.Registerer) (prometheus.Counte
 			},
 		}, func() float64 { return 1 }),
 		ringChanges,
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_grant_local_checks_total",
-			Help: "Checks this node answered from a local token grant or a cached denial, without a network hop.",
-		}, grants(func(s *limiter.GrantStats) uint64 { return s.Local })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_grant_requests_total",
-			Help: "Grant requests this node sent to the owners of hot keys.",
-		}, grants(func(s *limiter.GrantStats) uint64 { return s.Requests })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_grant_misses_total",
-			Help: "Checks of a granted key that found no token left and waited for a grant.",
-		}, grants(func(s *limiter.GrantStats) uint64 { return s.Misses })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_grant_tokens_granted_total",
-			Help: "Tokens the owners of hot keys granted this node.",
-		}, grants(func(s *limiter.GrantStats) uint64 { return s.Granted })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_grant_tokens_expired_total",
-			Help: "Granted tokens that lapsed unspent: the grant's TTL passed, or the key went idle.",
-		}, grants(func(s *limiter.GrantStats) uint64 { return s.Expired })),
 		&membersCollector{n: n, desc: prometheus.NewDesc("sluice_members",
 			"Members this node sees, by state.", []string{"state"}, nil)},
+	}
+	// The grant counters, read from limiter.GrantStats at each scrape.
+	for _, g := range []struct {
+		name, help string
+		of         func(s *limiter.GrantStats) uint64
+	}{
+		{"sluice_grant_local_checks_total", "Checks this node answered from a local token grant or a cached denial, without a network hop.",
+			func(s *limiter.GrantStats) uint64 { return s.Local }},
+		{"sluice_grant_requests_total", "Grant requests this node sent to the owners of hot keys.",
+			func(s *limiter.GrantStats) uint64 { return s.Requests }},
+		{"sluice_grant_misses_total", "Checks of a granted key that found no token left and waited for a grant.",
+			func(s *limiter.GrantStats) uint64 { return s.Misses }},
+		{"sluice_grant_tokens_granted_total", "Tokens the owners of hot keys granted this node.",
+			func(s *limiter.GrantStats) uint64 { return s.Granted }},
+		{"sluice_grant_tokens_expired_total", "Granted tokens that lapsed unspent: the grant's TTL passed, or the key went idle.",
+			func(s *limiter.GrantStats) uint64 { return s.Expired }},
+		{"sluice_grant_tokens_returned_total", "Unspent granted tokens this node gave back to their issuer (the key moved, the node left or stopped needing them).",
+			func(s *limiter.GrantStats) uint64 { return s.Returned }},
+		{"sluice_grant_return_failures_total", "Returns of unspent grant tokens that failed (the issuer was unreachable); their tokens lapse.",
+			func(s *limiter.GrantStats) uint64 { return s.ReturnFailures }},
+	} {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: g.name, Help: g.help},
+			func() float64 { s := n.limiter.GrantStats(); return float64(g.of(&s)) }))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -59,13 +59,15 @@ func TestMetricsBuildMembersGrants(t *testing.T) {
 	lines := scrape(t, n)
 	want := map[string]string{
 		`sluice_build_info{commit="` + version.CommitString() + `",goversion="` + runtime.Version() + `",version="` + version.String() + `"}`: "1",
-		`sluice_members{state="alive"}`:     "2",
-		`sluice_members{state="suspect"}`:   "0",
-		`sluice_grant_local_checks_total`:   "0",
-		`sluice_grant_requests_total`:       "0",
-		`sluice_grant_misses_total`:         "0",
-		`sluice_grant_tokens_granted_total`: "0",
-		`sluice_grant_tokens_expired_total`: "0",
+		`sluice_members{state="alive"}`:      "2",
+		`sluice_members{state="suspect"}`:    "0",
+		`sluice_grant_local_checks_total`:    "0",
+		`sluice_grant_requests_total`:        "0",
+		`sluice_grant_misses_total`:          "0",
+		`sluice_grant_tokens_granted_total`:  "0",
+		`sluice_grant_tokens_expired_total`:  "0",
+		`sluice_grant_tokens_returned_total`: "0",
+		`sluice_grant_return_failures_total`: "0",
 	}
 	for prefix, v := range want {
 		if got := sample(lines, prefix); got != v {
@@ -101,11 +103,13 @@ func TestMetricsGrants(t *testing.T) {
 	// stats read before the scrape and after it.
 	end := n0.Limiter().GrantStats()
 	for name, v := range map[string][2]uint64{
-		"sluice_grant_local_checks_total":   {st.Local, end.Local},
-		"sluice_grant_requests_total":       {st.Requests, end.Requests},
-		"sluice_grant_misses_total":         {st.Misses, end.Misses},
-		"sluice_grant_tokens_granted_total": {st.Granted, end.Granted},
-		"sluice_grant_tokens_expired_total": {st.Expired, end.Expired},
+		"sluice_grant_local_checks_total":    {st.Local, end.Local},
+		"sluice_grant_requests_total":        {st.Requests, end.Requests},
+		"sluice_grant_misses_total":          {st.Misses, end.Misses},
+		"sluice_grant_tokens_granted_total":  {st.Granted, end.Granted},
+		"sluice_grant_tokens_expired_total":  {st.Expired, end.Expired},
+		"sluice_grant_tokens_returned_total": {st.Returned, end.Returned},
+		"sluice_grant_return_failures_total": {st.ReturnFailures, end.ReturnFailures},
 	} {
 		got, err := strconv.ParseUint(sample(lines, name), 10, 64)
 		if err != nil || got < v[0] || got > v[1] {
