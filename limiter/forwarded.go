@@ -98,7 +98,7 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 			l.moved.add(h, to)
 		}
 	}
-	return l.store.Extract(l.clock().UnixNano(), hashes), nil
+	return l.replicaOf(hashes, l.store.Extract(l.clock().UnixNano(), hashes)), nil
 }
 
 // AcceptHandoff merges states pushed by node from, their previous owner,
@@ -223,7 +223,7 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 	for round := 0; round < 4; round++ {
 		var leaving []string
 		var n int
-		n, leaving, err = l.handOffTo(ctx, r)
+		n, leaving, err = l.handOffTo(ctx, v, r)
 		moved += n
 		if len(leaving) == 0 || ctx.Err() != nil {
 			break
@@ -249,7 +249,7 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 
 // handOffTo is one round of HandOff with the owners of ring r. It returns
 // the states moved and the owners that refused because they are leaving.
-func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, error) {
+func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []string, error) {
 	owner := func(k uint64) (ring.Member, bool) {
 		m, ok := r.Owner(k)
 		return m, !ok || m.Name == l.name || l.adopted.has(k)
@@ -307,6 +307,9 @@ func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, e
 	if err := ctx.Err(); err != nil {
 		return moved, nil, err
 	}
+	// Copies of a departed owner's keys go to their new owners before
+	// this node tells them it is done with those partitions.
+	l.pushOrphans(ctx, v, r)
 	// Tell every owner which partitions this node has finished with, but
 	// for those of keys it has adopted: their owner on r handed them here
 	// (its ring disagreed) and must fetch them from here when its ring

@@ -93,4 +93,7 @@ type Peers interface {
 	// Handoff pushes states to node to, their new owner, and tells it which
 	// partitions this node has finished handing off.
 	Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error
+	// Replicate sends copies of states this node owns to node to, an heir
+	// of their keys (see replicate.go).
+	Replicate(ctx context.Context, to ring.Member, entries []store.Entry) error
 }

@@ -162,7 +162,7 @@ func (s *Store) Import(e Entry, now int64) error {
 			}
 		}
 		sh.tokens[e.Key] = e.Token
-		sh.noteExpiry(e.Token.ExpiresAt())
+		s.noteWrite(sh, e.Key, e.Token.ExpiresAt())
 	case bucket.FixedWindow:
 		return s.importWindow(sh, &sh.fixed, e.Key, e.Window, false, now)
 	case bucket.SlidingWindow:
@@ -187,7 +187,7 @@ func (s *Store) Import(e Entry, now int64) error {
 			}
 		}
 		sh.logs[e.Key] = st
-		sh.noteExpiry(st.expiresAt())
+		s.noteWrite(sh, e.Key, st.expiresAt())
 	case bucket.Concurrency:
 		st := bucket.LeaseState{Leases: unionLeases(nil, e.Leases.Leases, now)}
 		old, ok := sh.leases[e.Key]
@@ -205,7 +205,7 @@ func (s *Store) Import(e Entry, now int64) error {
 			}
 		}
 		sh.leases[e.Key] = st
-		sh.noteExpiry(st.ExpiresAt())
+		s.noteWrite(sh, e.Key, st.ExpiresAt())
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func (s *Store) importWindow(sh *shard, m *map[uint64]bucket.WindowState, key ui
 		}
 	}
 	(*m)[key] = w
-	sh.noteExpiry(w.ExpiresAt())
+	s.noteWrite(sh, key, w.ExpiresAt())
 	return nil
 }
 

@@ -147,6 +147,21 @@ const (
 // are not an error. Each RPC passes the peer's circuit breaker: an open
 // circuit fails the Handoff before its next RPC.
 func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
+	return c.handoff(ctx, to, entries, donePartitions, false)
+}
+
+// Replicate sends copies of states this node owns to node to, an heir of
+// their keys, over the Handoff RPC (replica set), in RPCs of at most about
+// 1 MiB, as Handoff does.
+func (c *PeerClient) Replicate(ctx context.Context, to ring.Member, entries []store.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	return c.handoff(ctx, to, entries, nil, true)
+}
+
+// handoff is Handoff, or Replicate when replica is set.
+func (c *PeerClient) handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int, replica bool) error {
 	if len(entries) == 0 && len(donePartitions) == 0 {
 		return nil
 	}
@@ -174,7 +189,7 @@ func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []stor
 			size += s
 			end++
 		}
-		req := &sluicev1.HandoffRequest{From: c.cfg.Self}
+		req := &sluicev1.HandoffRequest{From: c.cfg.Self, Replica: replica}
 		if end > start {
 			states := make([]sluicev1.KeyState, end-start)
 			req.States = make([]*sluicev1.KeyState, end-start)

@@ -70,6 +70,34 @@ func TestPeerFetchAndHandoff(t *testing.T) {
 	}
 }
 
+// Replicate carries every algorithm's state to the heir's AcceptReplicas,
+// never to AcceptHandoff.
+func TestPeerReplicate(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t0 := time.Now().UnixNano()
+	var live []store.Entry
+	for _, e := range sampleEntries(t0) {
+		if e.ExpiresAt() > t0 {
+			live = append(live, e)
+		}
+	}
+	if err := c.Replicate(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Replicate(ctx, m, live); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if !reflect.DeepEqual(fake.replicas, live) || len(fake.handoffs) != 0 || fake.lastFrom != "n1" {
+		t.Errorf("replicas %+v (from %q), handoffs %d; want the %d entries from n1 and no handoff", fake.replicas, fake.lastFrom, len(fake.handoffs), len(live))
+	}
+}
+
 func TestPeerHandoffSplitsLargeBatches(t *testing.T) {
 	fake := newFakePeer(t, store.Config{})
 	m, _ := startPeerServer(t, "owner", fake)

@@ -29,6 +29,7 @@ type PeerService interface {
 	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error)
 	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
+	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
 }
 
 var _ PeerService = (*limiter.Limiter)(nil)
@@ -334,6 +335,19 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 		if fe := fromKeyState(&entries[i], ks); fe != nil {
 			return nil, wire.InvalidArgument(peerFieldPath(fmt.Sprintf("states[%d]", i), fe.Field), fe.Reason)
 		}
+	}
+	if req.GetReplica() {
+		if len(req.GetDonePartitions()) > 0 {
+			return nil, wire.InvalidArgument("done_partitions", "must be empty with replica")
+		}
+		if len(entries) == 0 {
+			return &sluicev1.HandoffResponse{}, nil
+		}
+		refused, err := s.svc.AcceptReplicas(ctx, req.GetFrom(), entries)
+		if err != nil {
+			return nil, peerStatus(err)
+		}
+		return &sluicev1.HandoffResponse{Refused: int32(min(refused, len(entries)))}, nil
 	}
 	var done []int
 	if dp := req.GetDonePartitions(); len(dp) > 0 {

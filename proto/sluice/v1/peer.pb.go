@@ -1155,8 +1155,12 @@ type HandoffRequest struct {
 	States []*KeyState            `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
 	// Partitions whose handoff from the caller is complete with this call.
 	DonePartitions []int32 `protobuf:"varint,3,rep,packed,name=done_partitions,json=donePartitions,proto3" json:"done_partitions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The states are replicas: the caller owns their keys and keeps them;
+	// the receiver, an heir of the keys, replaces its copies with them and
+	// takes them over only if the caller dies. No done_partitions with it.
+	Replica       bool `protobuf:"varint,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandoffRequest) Reset() {
@@ -1208,6 +1212,13 @@ func (x *HandoffRequest) GetDonePartitions() []int32 {
 		return x.DonePartitions
 	}
 	return nil
+}
+
+func (x *HandoffRequest) GetReplica() bool {
+	if x != nil {
+		return x.Replica
+	}
+	return false
 }
 
 type HandoffResponse struct {
@@ -1352,11 +1363,12 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x16\n" +
 	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\"<\n" +
 	"\rFetchResponse\x12+\n" +
-	"\x06states\x18\x01 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\"z\n" +
+	"\x06states\x18\x01 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\"\x94\x01\n" +
 	"\x0eHandoffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12+\n" +
 	"\x06states\x18\x02 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\x12'\n" +
-	"\x0fdone_partitions\x18\x03 \x03(\x05R\x0edonePartitions\"+\n" +
+	"\x0fdone_partitions\x18\x03 \x03(\x05R\x0edonePartitions\x12\x18\n" +
+	"\areplica\x18\x04 \x01(\bR\areplica\"+\n" +
 	"\x0fHandoffResponse\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\x05R\arefused2\xb6\x03\n" +
 	"\x04Peer\x12B\n" +
