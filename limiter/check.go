@@ -78,6 +78,7 @@ type job struct {
 	issuer  string
 	credit  bool
 	report  bool // a fallback report (see reconcile.go)
+	acting  bool // sent to this node as the key's heir (see acting.go)
 	// maybeApplied marks a credit or report whose owner did not answer
 	// after the call may have reached it: it is never sent again.
 	maybeApplied bool

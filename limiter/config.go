@@ -120,6 +120,9 @@ func New(cfg Config) (*Limiter, error) {
 		if l.repl.copies, err = store.New(store.Config{MaxBytes: cfg.Store.MaxBytes}); err != nil {
 			return nil, fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
 		}
+		if l.repl.acting, err = store.New(store.Config{}); err != nil {
+			return nil, fmt.Errorf("limiter: %w", err)
+		}
 	}
 	l.grants = grant.NewHolder(cfg.Grants)
 	l.ledger.max = 4 * l.grants.Config().MaxKeys

@@ -118,7 +118,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 			if o, _ := l.route(nv, j.hash); o.Name != owner.Name {
 				retry = append(retry, *j)
 			} else {
-				l.unreachable(ctx, nv, hops, j, owner, err, now)
+				l.unreachableAll(ctx, nv, hops, []*job{j}, owner, err, now)
 			}
 		}
 		if len(retry) > 0 {
@@ -126,9 +126,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		}
 		return
 	}
-	for _, j := range jobs {
-		l.unreachable(ctx, v, hops, j, owner, err, now)
-	}
+	l.unreachableAll(ctx, v, hops, jobs, owner, err, now)
 }
 
 // unreachable answers a job whose owner could not be reached. A node that

@@ -27,14 +27,18 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))
 	now := l.clock().UnixNano()
-	returns := false
+	returns, acting := false, false
 	for i, it := range items {
-		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, res: &results[i]}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, acting: it.Acting, res: &results[i]}
 		returns = returns || it.Return != 0
+		acting = acting || it.Acting
 	}
-	if returns {
+	switch {
+	case acting:
+		l.decideActing(ctx, l.view.Load(), hops, jobs, now)
+	case returns:
 		l.checkWithReturns(ctx, hops, items, jobs, now)
-	} else {
+	default:
 		l.decide(ctx, l.view.Load(), hops+1, hops >= 1, jobs, now)
 	}
 	for i := range results {

@@ -86,7 +86,7 @@ func (l *Limiter) Sweep() int {
 	l.returnIdleGrants(now)
 	n := l.store.Sweep(now) + l.shares.Sweep(now)
 	if l.repl.copies != nil {
-		n += l.repl.copies.Sweep(now)
+		n += l.repl.copies.Sweep(now) + l.repl.acting.Sweep(now)
 	}
 	return n
 }

@@ -52,6 +52,10 @@ type Forwarded struct {
 	// admitted in its local share while the owner was unreachable, counted
 	// now on the owner (see reconcile.go).
 	Report bool
+	// Acting makes the item a check for the key's first heir to decide on
+	// its replica, the owner being unreachable from the sender (see
+	// acting.go).
+	Acting bool
 }
 
 // Answer is an owner's answer to one Forwarded item.

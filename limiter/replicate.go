@@ -55,9 +55,11 @@ type ReplicaStats struct {
 
 // replication is a limiter's replication state.
 type replication struct {
-	n                                        int          // heirs per key; 0: off
-	copies                                   *store.Store // the copies this node holds as an heir
-	lastView                                 *view        // the view of the last round (Replicate only)
+	n        int          // heirs per key; 0: off
+	copies   *store.Store // the copies this node holds as an heir
+	acting   *store.Store // what it admitted acting for owners (acting.go)
+	lastView *view        // the view of the last round (Replicate only)
+
 	sent, failed, received, promoted, pushed atomic.Uint64
 }
 

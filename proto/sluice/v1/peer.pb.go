@@ -115,7 +115,12 @@ type PeerItem struct {
 	// its owner was unreachable (in its local share), counted now on the
 	// owner: a token bucket spends as many as it has, up to cost (never
 	// denied, never below empty); other limits take cost as a check.
-	Report        bool `protobuf:"varint,7,opt,name=report,proto3" json:"report,omitempty"`
+	Report bool `protobuf:"varint,7,opt,name=report,proto3" json:"report,omitempty"`
+	// Acting: the sender could not reach the key's owner, of which this
+	// node is the first heir; it decides the check on its replica of the
+	// key, with its own admissions since, unless its ring makes it the
+	// owner by now (then as the owner). Plain checks only.
+	Acting        bool `protobuf:"varint,8,opt,name=acting,proto3" json:"acting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +200,13 @@ func (x *PeerItem) GetCredit() bool {
 func (x *PeerItem) GetReport() bool {
 	if x != nil {
 		return x.Report
+	}
+	return false
+}
+
+func (x *PeerItem) GetActing() bool {
+	if x != nil {
+		return x.Acting
 	}
 	return false
 }
@@ -1275,7 +1287,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xc6\x01\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xde\x01\n" +
 	"\bPeerItem\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
@@ -1283,7 +1295,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x05up_to\x18\x04 \x01(\bR\x04upTo\x12!\n" +
 	"\freturn_grant\x18\x05 \x01(\x06R\vreturnGrant\x12\x16\n" +
 	"\x06credit\x18\x06 \x01(\bR\x06credit\x12\x16\n" +
-	"\x06report\x18\a \x01(\bR\x06report\"\xcd\x02\n" +
+	"\x06report\x18\a \x01(\bR\x06report\x12\x16\n" +
+	"\x06acting\x18\b \x01(\bR\x06acting\"\xcd\x02\n" +
 	"\n" +
 	"PeerResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +

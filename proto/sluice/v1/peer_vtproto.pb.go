@@ -103,6 +103,16 @@ func (m *PeerItem) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Acting {
+		i--
+		if m.Acting {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x40
+	}
 	if m.Report {
 		i--
 		if m.Report {
@@ -1297,6 +1307,9 @@ func (m *PeerItem) SizeVT() (n int) {
 	if m.Report {
 		n += 2
 	}
+	if m.Acting {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -1976,6 +1989,26 @@ func (m *PeerItem) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Report = bool(v != 0)
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Acting", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Acting = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
