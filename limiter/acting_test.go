@@ -60,11 +60,18 @@ func TestHeirActsForKilledOwner(t *testing.T) {
 				t.Errorf("admitted %d while the owner was dead in the rings, want %d", got, tc.during+tc.others)
 			}
 			c.SetMembers("b", "c")
+			if tc.configure == nil {
+				// Before any reconciliation: the heir took over its copy
+				// with what it admitted acting.
+				if bad := remainingOrFallback(t, c, other, []string{key}, hourly, tc.after, false); len(bad) > 0 {
+					t.Errorf("once the heir owns the key, want %d remaining: %v", tc.after, bad)
+				}
+			}
 			for _, n := range []string{"b", "c"} {
 				c.Node(n).Reconcile(context.Background())
 			}
 			if bad := remainingOrFallback(t, c, other, []string{key}, hourly, tc.after, false); len(bad) > 0 {
-				t.Errorf("once the heir owns the key, want %d remaining: %v", tc.after, bad)
+				t.Errorf("once the heir owns the key and reports are in, want %d remaining: %v", tc.after, bad)
 			}
 		})
 	}

@@ -240,19 +240,31 @@ func (l *Limiter) promote(r *ring.Ring, orphaned []bool) {
 		m, ok := r.PartitionOwner(p)
 		return ok && m.Name == l.name
 	}
-	var keys []uint64
-	l.repl.copies.Export(now, mineOrphan, func(e store.Entry) bool {
-		if err := l.store.Import(e, now); err != nil {
-			l.log.Warn("replica not taken over", "err", err)
+	var keys, acted []uint64
+	take := func(into *[]uint64) func(store.Entry) bool {
+		return func(e store.Entry) bool {
+			if err := l.store.Import(e, now); err != nil {
+				l.log.Warn("replica not taken over", "err", err)
+				return true
+			}
+			*into = append(*into, e.Key)
 			return true
 		}
-		keys = append(keys, e.Key)
-		return true
-	})
+	}
+	l.repl.copies.Export(now, mineOrphan, take(&keys))
+	// What this node admitted acting for the departed owner is in its
+	// acting states (merged with the copies): they join the store, and
+	// the reports of those admissions, which would now go to this node,
+	// are dropped so that nothing counts twice.
+	l.repl.acting.Export(now, mineOrphan, take(&acted))
+	if len(acted) > 0 {
+		l.repl.acting.Delete(acted)
+		l.reports.drop(acted)
+	}
 	if len(keys) > 0 {
 		l.repl.copies.Delete(keys)
 		l.repl.promoted.Add(uint64(len(keys)))
-		l.log.Info("took over replicated states of a departed owner", "states", len(keys))
+		l.log.Info("took over replicated states of a departed owner", "states", len(keys), "acted_for", len(acted))
 	}
 }
 

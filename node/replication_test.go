@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -52,5 +53,52 @@ func TestClusterKillKeepsReplicatedCounters(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Between a kill -9 of an owner and the ring moving its keys, the other
+// nodes send the keys' checks to their first heir, which decides them on
+// its copy: a key spent to 60 of 100 admits 40 more in all, through every
+// node, before and after the ring moves it, not a local share per node.
+func TestClusterHeirActsForKilledOwner(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	lim := client.Limit{Limit: 100, Period: time.Hour}
+	c0 := newClient(t, tc.nodes[0].GRPCAddr())
+	victim := tc.nodes[2]
+	ks := keysOwnedBy(t, c0, victim.Name(), "heir", 4, lim)
+	for _, k := range ks {
+		if res, err := c0.Check(context.Background(), client.Item{Key: k, Limit: lim, Cost: 60}); err != nil || !res[0].Allowed {
+			t.Fatalf("spend %s: %+v %v", k, res, err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the victim's states copied to their heirs", func() bool {
+		return tc.nodes[0].Limiter().ReplicaStats().Held+tc.nodes[1].Limiter().ReplicaStats().Held >= int64(len(ks))
+	})
+	victim.Inject(node.FaultCrash)
+	clients := []*client.Client{c0, newClient(t, tc.nodes[1].GRPCAddr())}
+	admitted := map[string]int{}
+	check := func(n int) {
+		for _, k := range ks {
+			for _, c := range clients {
+				for range n {
+					res, err := c.Check(context.Background(), client.Item{Key: k, Limit: lim, Cost: 1})
+					if err != nil || res[0].Err != nil {
+						t.Fatalf("check %s: %+v %v", k, res, err)
+					}
+					if res[0].Allowed {
+						admitted[k]++
+					}
+				}
+			}
+		}
+	}
+	check(30) // the victim is still in the rings: its heir acts
+	tc.nodes = tc.nodes[:2]
+	tc.waitConverged()
+	check(10) // the heir owns the keys
+	for _, k := range ks {
+		if admitted[k] != 40 {
+			t.Errorf("%s admitted %d after its owner was killed at 60 of 100, want 40", k, admitted[k])
+		}
 	}
 }
