@@ -63,7 +63,9 @@ type Config struct {
 	ReportKeys int
 	// Replicas is how many heirs of each key keep a copy of its state
 	// (see replicate.go); 0 means DefaultReplicas, negative turns
-	// replication off. A limiter without Peers replicates nothing.
+	// replication off. A limiter without Peers replicates nothing. With
+	// replication, Store.MaxBytes caps the states and the copies this node
+	// holds together: replicas/(1+replicas) of it go to the copies.
 	Replicas int
 	// Policies is the initial policy set; nil means no policies and inline
 	// limits allowed.
@@ -92,6 +94,10 @@ func New(cfg Config) (*Limiter, error) {
 		replicas = 0
 	}
 	cfg.Store.TrackChanges = replicas > 0
+	// The memory cap covers the states and their copies: a node holds
+	// about replicas copies for each state it owns.
+	copiesCap := cfg.Store.MaxBytes * int64(replicas) / int64(1+replicas)
+	cfg.Store.MaxBytes -= copiesCap
 	st, err := store.New(cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
@@ -117,7 +123,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.acks.ttl = l.pendingTTL
 	if replicas > 0 {
 		l.repl.n = replicas
-		if l.repl.copies, err = store.New(store.Config{MaxBytes: cfg.Store.MaxBytes}); err != nil {
+		if l.repl.copies, err = store.New(store.Config{MaxBytes: copiesCap}); err != nil {
 			return nil, fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
 		}
 		if l.repl.acting, err = store.New(store.Config{}); err != nil {

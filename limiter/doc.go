@@ -59,4 +59,11 @@
 // return to an issuer that has gone (crashed, or left before the return
 // arrived) fails and the tokens lapse, as before. What a node admits in
 // fallback is reported to the key's owner once it answers (reconcile.go).
+//
+// # Replication and the heir
+//
+// Owners copy the states they change to their keys' heirs (replicate.go),
+// who take the keys over with those counts when an owner dies without
+// handing off, and who decide the checks of an unreachable owner's keys on
+// their copies (acting.go). docs/failure.md has the bounds this gives.
 package limiter
