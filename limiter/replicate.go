@@ -175,11 +175,8 @@ func (l *Limiter) AcceptReplicas(ctx context.Context, from string, entries []sto
 	}
 	now := l.clock().UnixNano()
 	refused := 0
-	keys := make([]uint64, 1)
 	for _, e := range entries {
-		keys[0] = e.Key
-		r.copies.Delete(keys)
-		if err := r.copies.Import(e, now); err != nil {
+		if err := r.copies.Replace(e, now); err != nil {
 			if errors.Is(err, store.ErrInvalidEntry) {
 				l.metrics.invalidStates.Inc()
 			}

@@ -1,6 +1,13 @@
 package store
 
-import "slices"
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/bucket"
+)
 
 // Change tracking, for replication: with Config.TrackChanges, every write
 // of a state (a take that changes it, a grant, a give-back, an import)
@@ -13,28 +20,58 @@ import "slices"
 // elsewhere expires no later than it would have.
 
 // changeLog is the change log of one shard, padded to a cache line so
-// that neighbouring shards' logs never share one.
+// that neighbouring shards' logs never share one. A token bucket's write
+// logs its new state (its TAT), so that the export needs no lookup of the
+// key again; other writes log the key alone (tat lookUp).
 type changeLog struct {
-	keys []uint64
-	all  bool // the log overflowed: export the whole shard
-	_    [64 - 24 - 8]byte
+	changes []change
+	all     bool        // the log overflowed: export the whole shard
+	dirty   atomic.Bool // changes or all: ExportChanged skips clean shards unlocked
+	_       [64 - 24 - 8]byte
 }
+
+// change is one logged write.
+type change struct {
+	key uint64
+	tat int64 // a token bucket's new state, or lookUp
+}
+
+// lookUp marks a change whose state ExportChanged reads from the store.
+const lookUp = math.MinInt64
 
 // noteWrite records that the state of key in sh (whose lock the caller
 // holds) was written and now expires at exp.
 func (s *Store) noteWrite(sh *shard, key uint64, exp int64) {
 	sh.noteExpiry(exp)
-	if s.changes == nil {
-		return
+	if s.changes != nil {
+		s.logChange(key, lookUp)
 	}
+}
+
+// noteToken is noteWrite for a token bucket's new state st.
+func (s *Store) noteToken(sh *shard, key uint64, st bucket.TokenState) {
+	sh.noteExpiry(st.ExpiresAt())
+	if s.changes != nil {
+		s.logChange(key, st.TAT)
+	}
+}
+
+// logChange appends a change to key's shard's log (whose lock the caller
+// holds).
+func (s *Store) logChange(key uint64, tat int64) {
 	lg := &s.changes[s.shardIndex(key)]
-	switch n := len(lg.keys); {
+	switch n := len(lg.changes); {
 	case lg.all:
-	case n > 0 && lg.keys[n-1] == key: // a hot key, written again
+		return
+	case n > 0 && lg.changes[n-1].key == key: // a hot key, written again
+		lg.changes[n-1].tat = tat
 	case n >= s.maxChanges:
-		lg.all, lg.keys = true, nil
+		lg.all, lg.changes = true, nil
 	default:
-		lg.keys = append(lg.keys, key)
+		lg.changes = append(lg.changes, change{key, tat})
+	}
+	if !lg.dirty.Load() {
+		lg.dirty.Store(true)
 	}
 }
 
@@ -42,33 +79,45 @@ func (s *Store) noteWrite(sh *shard, key uint64, exp int64) {
 // the last ExportChanged (each key once, all its algorithms' states) and
 // forgets them. fn may stop it early by returning false: the keys of the
 // shards not reached yet stay logged, the rest of the current shard's are
-// forgotten. Like Export, it holds one shard
-// lock at a time and calls fn without any held. It does nothing when the
-// store does not track changes.
+// forgotten. Like Export, it holds one shard lock at a time and calls fn
+// without any held. It does nothing when the store does not track changes.
 func (s *Store) ExportChanged(now int64, fn func(Entry) bool) {
 	if s.changes == nil {
 		return
 	}
 	var buf []Entry
-	var keys []uint64
+	var cs []change
 	for i := range s.shards {
 		sh, lg := &s.shards[i], &s.changes[i]
-		sh.mu.Lock()
-		if !lg.all && len(lg.keys) == 0 {
-			sh.mu.Unlock()
-			continue
+		if !lg.dirty.Load() {
+			continue // a write sets dirty under the lock we would take
 		}
+		sh.mu.Lock()
 		buf = buf[:0]
 		if lg.all {
 			buf = exportShard(buf, sh, now, nil)
 		} else {
-			keys = append(keys[:0], lg.keys...)
-			slices.Sort(keys)
-			for _, k := range slices.Compact(keys) {
-				buf = exportShardKeys(buf, sh, now, k)
+			// A key's last token change is its token state now; a key
+			// with another change is read from the store, every
+			// algorithm's state of it.
+			cs = append(cs[:0], lg.changes...)
+			slices.SortStableFunc(cs, func(a, b change) int { return cmp.Compare(a.key, b.key) })
+			look := false
+			for j, c := range cs {
+				look = look || c.tat == lookUp
+				switch {
+				case j+1 < len(cs) && cs[j+1].key == c.key:
+					continue
+				case look:
+					buf = exportShardKeys(buf, sh, now, c.key)
+				case c.tat > now:
+					buf = append(buf, Entry{Key: c.key, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: c.tat}})
+				}
+				look = false
 			}
 		}
-		lg.all, lg.keys = false, lg.keys[:0]
+		lg.all, lg.changes = false, lg.changes[:0]
+		lg.dirty.Store(false)
 		sh.mu.Unlock()
 		for _, e := range buf {
 			if !fn(e) {
@@ -89,7 +138,8 @@ func (s *Store) MarkAllChanged() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		s.changes[i].all, s.changes[i].keys = true, nil
+		s.changes[i].all, s.changes[i].changes = true, nil
+		s.changes[i].dirty.Store(true)
 		sh.mu.Unlock()
 	}
 }

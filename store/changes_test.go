@@ -74,7 +74,7 @@ func TestChangesOverflow(t *testing.T) {
 	for k := uint64(1); k <= n; k++ {
 		s.Take(k, tok, t0, 1)
 	}
-	if l := len(s.changes[0].keys); l > 16 {
+	if l := len(s.changes[0].changes); l > 16 {
 		t.Fatalf("log holds %d keys, want at most 16", l)
 	}
 	if got := changedKeys(s, t0); len(got) != n {
@@ -130,5 +130,35 @@ func BenchmarkTakeTokenTracked(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Replace puts the state it is given, even a less restrictive one than the
+// key's (an owner's credit), where Import keeps the more restrictive.
+func TestReplace(t *testing.T) {
+	s := newStore(t, Config{Shards: 1})
+	high := Entry{Key: 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: t0 + 10*sec}}
+	low := Entry{Key: 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: t0 + 5*sec}}
+	steps := []struct {
+		put  func(Entry, int64) error
+		e    Entry
+		want int64
+	}{
+		{s.Import, high, high.Token.TAT},
+		{s.Import, low, high.Token.TAT},
+		{s.Replace, low, low.Token.TAT},
+		{s.Replace, high, high.Token.TAT},
+	}
+	for i, st := range steps {
+		if err := st.put(st.e, t0); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		got := s.Copy(t0, []uint64{1})
+		if len(got) != 1 || got[0].Token.TAT != st.want {
+			t.Errorf("step %d: state %+v, want TAT %d", i, got, st.want)
+		}
+	}
+	if err := s.Replace(Entry{Key: 2, Algorithm: bucket.Algorithm(99)}, t0); err == nil {
+		t.Error("Replace took a state of an unknown algorithm")
 	}
 }

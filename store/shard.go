@@ -125,7 +125,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 	case ok:
 		if next != old {
 			sh.tokens[key] = next
-			s.noteWrite(sh, key, next.ExpiresAt())
+			s.noteToken(sh, key, next)
 		}
 	case !res.Allowed || cost == 0: // a new key is never inserted by a read or a deny
 	default:
@@ -136,7 +136,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 			sh.tokens = make(map[uint64]bucket.TokenState)
 		}
 		sh.tokens[key] = next
-		s.noteWrite(sh, key, next.ExpiresAt())
+		s.noteToken(sh, key, next)
 	}
 	return res, nil
 }
