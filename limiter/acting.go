@@ -58,7 +58,7 @@ func (l *Limiter) unreachableAll(ctx context.Context, v *view, hops int, jobs []
 		for i, j := range group {
 			items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, Acting: true}
 		}
-		pctx, cancel := peerContext(ctx)
+		pctx, cancel := reserveContext(ctx, 2)
 		herr := l.peers.Check(pctx, heir, 0, items, answers)
 		cancel()
 		if herr != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
@@ -39,6 +40,10 @@ import (
 // round that reached the heir: at most one ReplicationInterval of its
 // admissions (docs/failure.md).
 
+// ResyncInterval is how often, at most, an heir that a round of
+// replication failed to reach is sent every state it is heir of again.
+const ResyncInterval = time.Second
+
 // ReplicaStats counts replication on this node.
 type ReplicaStats struct {
 	// Sent is the number of states sent to heirs; Failed, those whose call
@@ -59,6 +64,10 @@ type replication struct {
 	copies   *store.Store // the copies this node holds as an heir
 	acting   *store.Store // what it admitted acting for owners (acting.go)
 	lastView *view        // the view of the last round (Replicate only)
+	// behind maps the heirs a round failed to reach to the time of their
+	// last full resend (Replicate only): what they missed is sent again
+	// whole, at most once a ResyncInterval.
+	behind map[string]int64
 
 	sent, failed, received, promoted, pushed atomic.Uint64
 }
@@ -104,8 +113,22 @@ func (l *Limiter) Replicate(ctx context.Context) int {
 			batches[h.Name] = append(batches[h.Name], e)
 		}
 	}
+	// Heirs a failed round left behind get every state they are heir of,
+	// at most once a ResyncInterval each, once they are members.
+	var resend map[string]bool
+	for name, at := range r.behind {
+		if _, member := v.ring.Member(name); !member {
+			delete(r.behind, name)
+		} else if now-at >= int64(ResyncInterval) {
+			if resend == nil {
+				resend = map[string]bool{}
+			}
+			resend[name] = true
+			r.behind[name] = now
+		}
+	}
 	var seen map[uint64]bool // with a full round: the keys sent already
-	if r.lastView != v {
+	if r.lastView != v || resend != nil {
 		seen = map[uint64]bool{}
 	}
 	l.store.ExportChanged(now, func(e store.Entry) bool {
@@ -116,12 +139,29 @@ func (l *Limiter) Replicate(ctx context.Context) int {
 		return true
 	})
 	if seen != nil {
-		// The heirs changed: also send every state whose heirs did.
+		// The heirs changed (or some were behind): also send every state
+		// whose heirs did (or that they are heir of).
 		var old *ring.Heirs
-		if r.lastView != nil {
+		if r.lastView != nil && r.lastView != v {
 			old = r.lastView.heirs
+		} else {
+			old = v.heirs
 		}
-		l.store.Export(now, func(k uint64) bool { return !seen[k] && !sameHeirs(old, v.heirs, k) }, func(e store.Entry) bool {
+		wanted := func(k uint64) bool {
+			if seen[k] {
+				return false
+			}
+			if !sameHeirs(old, v.heirs, k) {
+				return true
+			}
+			for i := 0; i < v.heirs.Len(); i++ {
+				if h, ok := v.heirs.Heir(k, i); ok && resend[h.Name] {
+					return true
+				}
+			}
+			return false
+		}
+		l.store.Export(now, wanted, func(e store.Entry) bool {
 			add(e)
 			return ctx.Err() == nil
 		})
@@ -135,8 +175,17 @@ func (l *Limiter) Replicate(ctx context.Context) int {
 		}
 		if err := l.peers.Replicate(ctx, to, entries); err != nil {
 			r.failed.Add(uint64(len(entries)))
+			if _, ok := r.behind[name]; !ok {
+				if r.behind == nil {
+					r.behind = map[string]int64{}
+				}
+				r.behind[name] = now
+			}
 			l.log.Debug("replication to heir failed", "to", name, "states", len(entries), "err", err)
 			continue
+		}
+		if resend[name] {
+			delete(r.behind, name)
 		}
 		sent += len(entries)
 	}

@@ -95,3 +95,28 @@ func TestReplicaFetchedByNewOwner(t *testing.T) {
 		t.Fatalf("none of %d keys moved to the newcomer d: the test shows nothing", len(keys))
 	}
 }
+
+// An heir a round could not reach gets every state it is heir of again,
+// once reachable, even those that have not changed since: a kill -9 of the
+// owner after that loses nothing.
+func TestReplicateResendsToHeirLeftBehind(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "a", "b")
+	ctx := context.Background()
+	keys := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 4)
+	spend(t, c, "a", keys, hourly, 60)
+	c.Net.Cut("a", "b")
+	if sent := c.Node("a").Replicate(ctx); sent != 0 {
+		t.Fatalf("sent %d states over a cut link", sent)
+	}
+	c.Net.Heal()
+	c.Node("a").Replicate(ctx) // within the resync interval: nothing new
+	c.Clock.Advance(limiter.ResyncInterval)
+	if sent := c.Node("a").Replicate(ctx); sent != len(keys) {
+		t.Fatalf("after the resync interval: sent %d states, want %d", sent, len(keys))
+	}
+	c.Remove("a")
+	c.SetMembers("b")
+	if bad := remainingOrFallback(t, c, "b", keys, hourly, 40, false); len(bad) > 0 {
+		t.Errorf("after the owner's kill, want 40 remaining: %v", bad)
+	}
+}
