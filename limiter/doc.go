@@ -44,11 +44,21 @@
 //     that node's ring names another owner (the rings disagree); if the key
 //     has no state there, the node fetches it from the other members first.
 //
-// What is still not covered: a node whose ring is stale (it has not seen a
-// join yet, or sees only itself) decides the keys it believes it owns
-// without asking anyone, so while two nodes' rings disagree both may count
-// one key; and after the pending TTL, or when a holder cannot be reached,
-// the keys it held start afresh.
+// Views that disagree (fetch.go, unseenOwnerError). A node asked for a
+// key it holds nothing of names the key's owner on its own ring when that
+// is neither the asker nor itself (OwnerHint). An asker whose ring lacks
+// that owner, and has not seen it leave, has not seen it join: rather
+// than count the key afresh on its stale ring, it sends its callers'
+// checks of the key there (TestViewsThatDisagreeCountOnce: three nodes
+// start together, one of them has not heard of the third yet).
+//
+// What is still not covered: a node whose ring is stale and that asks no
+// one (the key's partition is not pending for it, or no node it asks has
+// seen the change) decides the keys it believes it owns, so while two
+// nodes' rings disagree both may count one key; a check forwarded to such
+// a node is decided there; and after the pending TTL, or when a holder
+// cannot be reached, the keys it held start afresh (with replication, from
+// the heirs' copies; see replicate.go).
 //
 // # Grants and fallback after a move
 //

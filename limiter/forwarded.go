@@ -69,7 +69,8 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 }
 
 // FetchMoved removes and returns the states of hashes for node from, their
-// new owner. Keys this node still owns by its own ring (it has not seen
+// new owner, and names the owners this node's ring gives the hashes it
+// holds nothing of, when they are neither from nor this node. Keys this node still owns by its own ring (it has not seen
 // the change yet) are remembered as moved, so their checks go to from and
 // are never counted afresh here; keys it had adopted are not decided here
 // any more; the others go to their owner on this ring anyway.
@@ -81,15 +82,15 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // is no node of the cluster); one that asks only for keys this node holds
 // nothing of gets an empty answer, as a member would, so that a newcomer
 // that these nodes have not seen yet need not wait for them.
-func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error) {
+func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
 	if !l.admits(from, members) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
 			if l.store.Has(now, h) {
-				return nil, l.refuse("Fetch", from)
+				return nil, nil, l.refuse("Fetch", from)
 			}
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	l.adopted.release(hashes)
 	v := l.view.Load()
@@ -102,7 +103,22 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 			l.moved.add(h, to)
 		}
 	}
-	return l.replicaOf(hashes, l.store.Extract(l.clock().UnixNano(), hashes)), nil
+	entries := l.replicaOf(hashes, l.store.Extract(l.clock().UnixNano(), hashes))
+	return entries, ownerHints(v, l.name, from, hashes, entries), nil
+}
+
+// ownerHints names, for each of hashes without a state in entries, its
+// owner on v's ring when that is neither asker nor self (see fetch.go).
+func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.Entry) []OwnerHint {
+	var hints []OwnerHint
+	for _, h := range hashes {
+		m, _ := v.owner(self, h)
+		if m.Name == self || m.Name == asker || m.Name == "" || slices.ContainsFunc(entries, func(e store.Entry) bool { return e.Key == h }) {
+			continue
+		}
+		hints = append(hints, OwnerHint{Hash: h, Owner: m})
+	}
+	return hints
 }
 
 // AcceptHandoff merges states pushed by node from, their previous owner,

@@ -27,7 +27,7 @@ type PeerService interface {
 	CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error
 	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error)
 	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error)
-	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error)
+	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
 }
@@ -309,7 +309,7 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	if len(hashes) == 0 {
 		return resp, nil
 	}
-	entries, err := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
+	entries, hints, err := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
 	if err != nil {
 		return nil, peerStatus(err)
 	}
@@ -317,6 +317,14 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	resp.States = make([]*sluicev1.KeyState, len(entries))
 	for i := range entries {
 		resp.States[i] = toKeyState(&states[i], &entries[i])
+	}
+	if len(hints) > 0 {
+		owners := make([]sluicev1.OwnerHint, len(hints))
+		resp.Owners = make([]*sluicev1.OwnerHint, len(hints))
+		for i, h := range hints {
+			owners[i] = sluicev1.OwnerHint{Hash: h.Hash, Name: h.Owner.Name, Addr: h.Owner.GRPCAddr}
+			resp.Owners[i] = &owners[i]
+		}
 	}
 	return resp, nil
 }

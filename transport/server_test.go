@@ -33,6 +33,7 @@ type fakePeer struct {
 	checks    []fakeCheck // one per CheckForwarded call, in arrival order
 	handoffs  []fakeHandoff
 	replicas  []store.Entry
+	hints     []limiter.OwnerHint // FetchMoved's answer
 	fetches   int
 	arrived   chan struct{} // if not nil, signalled (non-blocking) per Check
 	lastFrom  string
@@ -114,12 +115,13 @@ func (f *fakePeer) ReleaseForwarded(_ context.Context, from string, hops int, it
 	return limiter.Answer{Result: res, Err: err}, ok, nil
 }
 
-func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, error) {
+func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	f.mu.Lock()
 	f.fetches++
 	f.lastFrom = from
+	hints := f.hints
 	f.mu.Unlock()
-	return f.st.Extract(now(), hashes), nil
+	return f.st.Extract(now(), hashes), hints, nil
 }
 
 func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) (int, error) {

@@ -309,16 +309,16 @@ func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limi
 	return a, ok, refused(to.Name, err)
 }
 
-func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
+func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	if len(hashes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	l, err := p.n.deliver(ctx, p.from, from.Name, mFetch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	entries, err := l.FetchMoved(ctx, p.from, hashes)
-	return entries, refused(from.Name, err)
+	entries, hints, err := l.FetchMoved(ctx, p.from, hashes)
+	return entries, hints, refused(from.Name, err)
 }
 
 func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
