@@ -12,7 +12,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test nginx fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot
+.PHONY: all build run test nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot
 
 all: build
 
@@ -140,9 +140,28 @@ ui-screenshot:
 	tools/install-chromium.sh
 	SLUICE_UI_SCREENSHOT=$(CURDIR)/docs/ui.png $(GO) test -count=1 -run '^TestStatusPageInBrowser$$' ./node
 
-## e2e: the end-to-end suite on real containers (needs Docker Engine)
-e2e: image
-	$(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e/
+## e2e: the end-to-end suite on real containers (needs Docker Engine), with a
+## E2E_CHAOS_DURATION run of the randomized fault test (TestChaos)
+E2E_CHAOS_DURATION ?= 3m
+e2e: image chaos-tools
+	$(GO) test -tags e2e -count=1 -v -timeout 30m ./e2e/ -args -chaos.duration=$(E2E_CHAOS_DURATION)
+
+## chaos: the randomized fault test alone on real containers, for CHAOS_DURATION
+## (kills, restarts, partitions, a split, netem delays, joins and leaves under
+## load; docs/failure.md); CHAOS_SEED replays the schedule a run printed
+CHAOS_DURATION ?= 3m
+CHAOS_SEED     ?= 0
+chaos: image chaos-tools
+	$(GO) test -tags e2e -count=1 -v -timeout 90m -run '^TestChaos$$' ./e2e/ -args -chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED)
+
+## chaos-tools: what the fault test runs on the host, from Debian's packages when
+## missing: nsenter (util-linux), iptables, tc (iproute2) (needs root)
+chaos-tools:
+	@missing=; command -v nsenter >/dev/null || missing="$$missing util-linux"; \
+	command -v iptables >/dev/null || test -x /usr/sbin/iptables || missing="$$missing iptables"; \
+	command -v tc >/dev/null || test -x /usr/sbin/tc || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; fi
 
 ## tools: the pinned protoc plugins and linters, in bin/tools
 tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto $(TOOLS)/staticcheck

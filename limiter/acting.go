@@ -108,9 +108,9 @@ func (l *Limiter) decideActing(ctx context.Context, v *view, hops int, jobs []jo
 	}
 }
 
-// actOnCopy decides j on this node's copy of its key, merged with what it
-// admitted acting for the owner so far, and notes an admission for the
-// owner (reconcile.go). Without a copy store (replication off here) the
+// actOnCopy decides j on this node's copy of its key (or the key's state,
+// if it holds one), merged with what it admitted acting for the owner so
+// far, and notes an admission for the owner (reconcile.go). Without a copy store (replication off here) the
 // local share answers.
 func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 	res := j.res
@@ -120,8 +120,12 @@ func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 		l.noteFallback(j, policy.FailLocal)
 		return
 	}
-	for _, e := range l.repl.copies.Copy(now, []uint64{j.hash}) {
-		_ = l.repl.acting.Import(e, now) // an invalid copy was refused when it came
+	// The copy, and the key's own state if this node holds one (it owned
+	// the key until the ring moved it, and has not handed it off yet, or
+	// took its copy over): acting from nothing would count it afresh.
+	keys := []uint64{j.hash}
+	for _, e := range append(l.repl.copies.Copy(now, keys), l.store.Copy(now, keys)...) {
+		_ = l.repl.acting.Import(e, now) // an invalid state was refused when it came
 	}
 	r, err := l.repl.acting.Take(j.hash, j.limit, now, j.cost)
 	if err != nil {

@@ -86,6 +86,16 @@ func (e *unseenOwnerError) Error() string {
 	return "limiter: the key's owner is " + e.owner.Name + ", which this node has not seen join"
 }
 
+// isMember reports whether node name is in this node's ring now.
+func (l *Limiter) isMember(name string) bool {
+	v := l.view.Load()
+	if v == nil || v.ring == nil {
+		return false
+	}
+	_, ok := v.ring.Member(name)
+	return ok
+}
+
 // unseen reports whether m is a node that this node's ring lacks and that
 // has not left it lately: one this node has not seen join yet.
 func (l *Limiter) unseen(m ring.Member) bool {
@@ -177,6 +187,18 @@ func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Memb
 		entries, hints, err := l.peers.Fetch(fctx, from, []uint64{hash})
 		if errors.Is(err, ErrNotMember) {
 			l.log.Debug("holder has not seen this node yet; its keys answer from their failure mode", "from", from.Name)
+			mu.Lock()
+			out = out.and(fetchOutcome{refusedBy: from, err: err})
+			mu.Unlock()
+			return
+		}
+		if err != nil && l.isMember(from.Name) {
+			// A live member that did not answer in time (its connection
+			// is still coming up after a restart, say) may hold the
+			// key's count: the check is answered by the failure mode
+			// and the key asks again next time, rather than start
+			// afresh here.
+			l.log.Debug("node that may hold keys did not answer; its keys answer from their failure mode", "from", from.Name, "err", err)
 			mu.Lock()
 			out = out.and(fetchOutcome{refusedBy: from, err: err})
 			mu.Unlock()

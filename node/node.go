@@ -225,6 +225,7 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 			members = append(members, rm)
 		}
 	}
+	n.peers.Connect(members)
 	if err := n.limiter.SetMembers(members); err != nil {
 		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
 		return

@@ -212,6 +212,22 @@ func (c *PeerClient) Forget(keep func(name string) bool) {
 	}
 }
 
+// Connect starts connecting to each of members (this node excepted) that
+// it has no connection to yet, without waiting: a node that joins, or
+// restarts, has its connections up before the checks and fetches of the
+// keys it takes over need them, instead of paying for the first one then.
+// Errors are those of a call: the next call reports them.
+func (c *PeerClient) Connect(members []ring.Member) {
+	for _, m := range members {
+		if m.Name == c.cfg.Self {
+			continue
+		}
+		if p, err := c.peerFor(m); err == nil {
+			p.cc.Connect()
+		}
+	}
+}
+
 // CircuitOpen reports whether the circuit breaker of the peer named name is
 // open (calls to it fail at once) or half-open (a probe is, or is about to
 // be, in flight). It is false for a peer the client has no connection to,

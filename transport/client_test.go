@@ -326,3 +326,28 @@ func TestNewPeerClientBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Connect brings a connection to each member up before any call to it.
+func TestPeerClientConnect(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
+	c.Connect([]ring.Member{{Name: "n1", GRPCAddr: "127.0.0.1:1"}, m})
+	p, err := c.peerFor(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.cc.GetState() != connectivity.Ready {
+		if time.Now().After(deadline) {
+			t.Fatalf("connection to %s is %v after Connect, want READY", m.Name, p.cc.GetState())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.mu.RLock()
+	_, self := c.peers["n1"]
+	c.mu.RUnlock()
+	if self {
+		t.Error("Connect made a connection to this node itself")
+	}
+}
