@@ -36,7 +36,7 @@ const (
 	faultRestart   faultKind = "restart of a killed owner"
 	faultPartition faultKind = "one node cut off"
 	faultSplit     faultKind = "split"
-	faultSlow      faultKind = "slow network (netem)"
+	faultSlow      faultKind = "slow network"
 	faultJoin      faultKind = "join"
 	faultLeave     faultKind = "graceful leave"
 )
@@ -296,10 +296,10 @@ func faultAction(t *testing.T, c *cluster, rng *rand.Rand, k faultKind, target s
 		return fmt.Sprintf("%v | %v for %v", small, big, hold)
 	case faultSlow:
 		d := time.Duration(50+rng.IntN(151)) * time.Millisecond
-		c.slow(t, n, d)
+		how := c.slow(t, n, d)
 		time.Sleep(hold)
 		c.heal(t, n)
-		return fmt.Sprintf("%s delayed %v for %v", target, d, hold)
+		return fmt.Sprintf("%s slowed (%s) for %v", target, how, hold)
 	case faultJoin:
 		idx := int(target[1] - '0')
 		all := append(slices.Clone(*live), target)

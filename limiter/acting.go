@@ -95,6 +95,17 @@ func (l *Limiter) heirFor(ctx context.Context, v *view, hops int, j *job, owner 
 	return h, true
 }
 
+// isHeir reports whether this node is the first heir of j's key on v and
+// j is a check it may decide on its copy (see heirFor).
+func (l *Limiter) isHeir(v *view, j *job) bool {
+	if v == nil || v.heirs == nil || j.mode != policy.FailLocal || j.upTo || j.credit || j.report ||
+		j.limit.Algorithm == bucket.Concurrency {
+		return false
+	}
+	h, ok := v.heirs.Heir(j.hash, 0)
+	return ok && h.Name == l.name
+}
+
 // decideActing answers checks sent to this node as their keys' heir: as
 // the owner if its ring makes it the owner by now, else on its copy.
 func (l *Limiter) decideActing(ctx context.Context, v *view, hops int, jobs []job, now int64) {

@@ -169,6 +169,14 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 			res.Source, res.Owner, res.Err = SourceFallback, holder.Name, err
 			return
 		}
+		if l.isHeir(v, j) {
+			// This node keeps a copy of the key: it answers on it, as
+			// it does for nodes that cannot reach the owner.
+			l.actOnCopy(v, j, now)
+			j.res.Owner = holder.Name
+			l.metrics.fellBack(j.mode)
+			return
+		}
 		l.fallback(v, j, holder, err, now)
 		return
 	}
