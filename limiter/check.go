@@ -162,7 +162,15 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 			return
 		}
 		// A node that may hold the key's count has not seen this one
-		// join: answer as if the owner were unreachable.
+		// join: answer as if the owner were unreachable. A check
+		// forwarded here goes back to its sender, which asks the key's
+		// heir: the node that still owns it on the sender's ring.
+		if j.hops > 0 && !j.acting {
+			res := j.res
+			res.Result = bucket.Result{Limit: j.limit.Capacity()}
+			res.Source, res.Owner, res.Err = SourceFallback, holder.Name, ErrStateElsewhere
+			return
+		}
 		if j.upTo || j.credit || j.report {
 			res := j.res
 			res.Result = bucket.Result{Limit: j.limit.Capacity()}

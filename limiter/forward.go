@@ -104,13 +104,21 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	cancel()
 	l.metrics.forwarded.Add(float64(len(jobs)))
 	if err == nil {
+		var elsewhere []*job
 		for i, j := range jobs {
+			if errors.Is(answers[i].Err, ErrStateElsewhere) {
+				elsewhere = append(elsewhere, j)
+				continue
+			}
 			res := j.res
 			res.Result, res.Err, res.Source, res.Owner = answers[i].Result, answers[i].Err, SourceOwner, owner.Name
 			j.granted, j.grantID, j.issuer = answers[i].Granted, answers[i].GrantID, answers[i].Issuer
 			if res.Err != nil {
 				res.Allowed = false
 			}
+		}
+		if len(elsewhere) > 0 {
+			l.unreachableAll(ctx, v, hops, elsewhere, owner, ErrStateElsewhere, now)
 		}
 		return
 	}

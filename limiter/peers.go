@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -21,6 +22,13 @@ var ErrPeerUnavailable = errors.New("limiter: owner unavailable")
 // mid-call), so the limiter never sends such items again, to that owner
 // or another: it answers them by their failure mode.
 var ErrNotSent = errors.New("limiter: not sent")
+
+// ErrStateElsewhere answers a forwarded check that its receiver, the key's
+// new owner, could not decide: the key's state may be on a node it cannot
+// reach yet (one that has not seen it join refuses it). Nothing was
+// applied; the sender answers the check as if the owner were unreachable,
+// through the key's heir (acting.go), which still owns it on its ring.
+var ErrStateElsewhere = fmt.Errorf("%w: %w: the key's state is on a node that does not answer the new owner yet", ErrPeerUnavailable, ErrNotSent)
 
 // ErrLeaving marks a handoff refused because the receiving node is
 // leaving the cluster too: the sender hands the states to the next owner.

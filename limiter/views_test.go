@@ -63,3 +63,32 @@ func TestViewsThatDisagreeCountOnce(t *testing.T) {
 		}
 	}
 }
+
+// A node joins and a key's owner has not seen it yet: it refuses the
+// newcomer's fetch. A check forwarded to the newcomer goes back to its
+// sender (ErrStateElsewhere), which asks the key's heir on its ring: the
+// old owner, which decides it on its count. 60 used of 100 admits 40
+// more, not a local share on top.
+func TestJoinerSendsChecksBackToTheOwner(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "a", "b", "c")
+	var key string
+	c.Add("d")
+	c.SetRing("a", "a", "b", "c", "d")
+	c.SetRing("d", "a", "b", "c", "d")
+	for _, k := range c.KeysOwnedBy("a", "d", "j", limiter.Request{Limit: hourly}, 40) {
+		if c.Owner("b", limiter.Request{Key: k, Limit: hourly}) == "b" {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no key of d's that b owns on its ring")
+	}
+	spend(t, c, "b", []string{key}, hourly, 60)
+	if got := admitted(c, "a", key, 50); got != 40 {
+		t.Errorf("admitted %d of 50 through a while b had not seen d join, want the 40 left", got)
+	}
+	if r := c.Check("a", limiter.Request{Key: key, Limit: hourly})[0]; r.Remaining != 0 {
+		t.Errorf("read through a: %+v, want 0 remaining", r)
+	}
+}

@@ -167,6 +167,8 @@ func answerCode(err error) codes.Code {
 	switch {
 	case errors.Is(err, store.ErrFull):
 		return codes.ResourceExhausted
+	case errors.Is(err, limiter.ErrStateElsewhere):
+		return codes.FailedPrecondition
 	case errors.Is(err, limiter.ErrPeerUnavailable):
 		return codes.Unavailable
 	case errors.Is(err, limiter.ErrInvalid), errors.Is(err, store.ErrWrongAlgorithm),
@@ -187,10 +189,26 @@ func answerCode(err error) codes.Code {
 // error, which for ResourceExhausted also wraps store.ErrFull so that the
 // limiter and the public API treat a full owner like a full local store.
 func answerError(code codes.Code, msg string) error {
-	if code == codes.ResourceExhausted {
+	switch code {
+	case codes.ResourceExhausted:
 		return &fullError{msg: msg}
+	case codes.FailedPrecondition:
+		return &elsewhereError{msg: msg}
 	}
 	return status.Error(code, msg)
+}
+
+// elsewhereError is a peer's limiter.ErrStateElsewhere: nothing applied,
+// the sender asks the key's heir.
+type elsewhereError struct{ msg string }
+
+func (e *elsewhereError) Error() string { return e.GRPCStatus().Err().Error() }
+
+func (e *elsewhereError) Unwrap() error { return limiter.ErrStateElsewhere }
+
+// GRPCStatus makes status.Code and status.FromError see FailedPrecondition.
+func (e *elsewhereError) GRPCStatus() *status.Status {
+	return status.New(codes.FailedPrecondition, e.msg)
 }
 
 // fullError is a peer's store.ErrFull: errors.Is(err, store.ErrFull) holds

@@ -128,6 +128,7 @@ func TestPeerConvertAnswerErrors(t *testing.T) {
 		{"wrong algorithm", fmt.Errorf("%w: Take on concurrency", store.ErrWrongAlgorithm), codes.InvalidArgument, nil},
 		{"second hop", fmt.Errorf("%w: n3", limiter.ErrPeerUnavailable), codes.Unavailable, nil},
 		{"status", status.Error(codes.FailedPrecondition, "moved"), codes.FailedPrecondition, nil},
+		{"state elsewhere", limiter.ErrStateElsewhere, codes.FailedPrecondition, limiter.ErrStateElsewhere},
 		{"other", errors.New("boom"), codes.Internal, nil},
 	}
 	for _, tc := range cases {
