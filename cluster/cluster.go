@@ -32,6 +32,10 @@ type Cluster struct {
 	self      map[string]bool // addresses that reach this node, skipped as seeds
 	departFor time.Duration   // how long State remembers departed members
 	keys      *keys           // the gossip keyring, if encrypted
+	transport *muteTransport  // memberlist's, with the MuteGossip fault switch
+
+	susp       *suspicion    // which members fail this node's probes (suspicion.go)
+	probeEvery time.Duration // the interval of this node's probes
 
 	changed chan struct{} // buffer 1: the member table changed
 	done    chan struct{} // closed by Shutdown
@@ -111,9 +115,15 @@ func New(cfg Config) (*Cluster, error) {
 	mc.Logger = newMemberlistLogger(c.log)
 	gk.configure(mc)
 	c.departFor = mc.GossipToTheDeadTime
+	c.probeEvery = mc.ProbeInterval
+	c.susp = newSuspicion(SuspectAfterProbes, mc.ProbeInterval+mc.ProbeTimeout, time.Now)
+	if c.transport, err = newMuteTransport(mc); err != nil {
+		return nil, fmt.Errorf("cluster: start memberlist on %s: %w", cfg.BindAddr, err)
+	}
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		_ = c.transport.Shutdown()
 		return nil, fmt.Errorf("cluster: start memberlist on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
@@ -185,6 +195,11 @@ func (c *Cluster) Run(ctx context.Context) (err error) {
 			c.watchKeys(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.probeLoop(ctx.Done())
+	}()
 	if len(c.cfg.Join) == 0 {
 		c.joined.Store(true)
 	} else {
@@ -278,8 +293,8 @@ func (c *Cluster) Snapshot() Snapshot {
 	return c.snap
 }
 
-// State returns the current state of the member called name: Alive for a
-// member (see State for Suspect), Dead or Left for one that went away in
+// State returns the current state of the member called name: Alive or
+// Suspect for a member, Dead or Left for one that went away in
 // the last GossipToTheDeadTime of memberlist (30s lan, 5s local), and false
 // for a name this node does not know (or no longer remembers). It reads the
 // member table directly, so it is current even between snapshots.

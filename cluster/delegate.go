@@ -109,9 +109,9 @@ func (c *Cluster) upsert(n *memberlist.Node) {
 		PeerAddr:   meta.PeerAddr,
 		Version:    meta.Version,
 		PolicyHash: meta.PolicyHash,
-		State:      Alive,
 	}
 	c.mu.Lock()
+	m.State = c.stateOf(n.Name)
 	c.members[n.Name] = m
 	if leaving {
 		c.leaving[n.Name] = true
@@ -134,6 +134,7 @@ func (c *Cluster) remove(name string) {
 	}
 	delete(c.members, name)
 	delete(c.leaving, name)
+	c.susp.forget(name)
 	c.departed[name] = departure{state: state, at: time.Now()}
 	c.dirty = true
 	c.mu.Unlock()

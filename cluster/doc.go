@@ -44,11 +44,52 @@
 //
 // memberlist v0.7.0 does not expose suspicion: Node.State is shadowed by an
 // internal field and is always StateAlive in Members() and in every
-// notification. A suspect member therefore stays in snapshots as Alive until
-// it is declared dead; State Suspect is defined but not reported (see
-// State). Left and Dead are told apart by this package: Leave first gossips
-// a "leaving" flag in the node metadata, so the others record Left rather
-// than Dead when the node's leave message arrives.
+// notification, and no delegate hears of a failed probe. Left and Dead are
+// told apart by this package: Leave first gossips a "leaving" flag in the
+// node metadata, so the others record Left rather than Dead when the
+// node's leave message arrives.
+//
+// # Suspicion
+//
+// Suspect is therefore this node's own view. Run probes every other member
+// once per memberlist probe interval (300ms local, 1s lan), all at once,
+// with memberlist's direct UDP ping (Memberlist.Ping, which waits
+// memberlist's probe timeout, 250ms local, 500ms lan, for the ack). A
+// member that fails SuspectAfterProbes (2) probes in a row, and has not
+// answered for at least a probe interval plus a probe timeout, is Suspect
+// in this node's table, snapshots (a new Version, delivered to OnChange)
+// and State; its next answer makes it Alive again. A killed or cut-off
+// member is thus suspect within two probe rounds (about 0.6 to 0.9s local,
+// 1.5 to 2.5s lan), while memberlist takes several seconds more to declare
+// it dead (its indirect probes, then its suspicion timeout), after which
+// it leaves the snapshots.
+//
+// Why not the alternatives:
+//
+//   - memberlist's PingDelegate hears only the acks of memberlist's own
+//     probes, and memberlist probes one member per interval, round robin
+//     over a shuffled list: a given member is probed only every n to 2n
+//     intervals (20s on a lan of ten), too seldom to tell silence from
+//     death quickly.
+//   - The data path (transport's circuit breaker, the gRPC connection's
+//     state) only learns of a dead peer by failing calls, each of which
+//     spends its caller's deadline first; it needs no help to fail fast
+//     once it knows (an open circuit rejects at once), and it must not be
+//     fed back into the suspicion: a member suspected for its open circuit
+//     would get no call to close it. The node shows a member whose circuit
+//     is open as suspect too (see node), but only the probes here make the
+//     limiter skip a member.
+//
+// Two failed probes in a row, rather than one, keep a healthy member on a
+// loaded machine (a late ack under the race detector) from flapping: the
+// probe timeout is memberlist's own, which memberlist itself follows with
+// indirect and TCP probes before suspecting. The cost is one UDP ping and
+// ack per member per interval on each node (n*(n-1) per interval in all),
+// on top of memberlist's own. A member whose UDP is blocked while its TCP
+// passes (a misconfigured network, which memberlist logs as "Was able to
+// connect ... over TCP but UDP probes failed") stays a member but is
+// suspect here for as long as that lasts; MuteGossip makes exactly that
+// fault, for tests.
 //
 // # Gossip encryption
 //
