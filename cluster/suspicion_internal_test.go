@@ -26,7 +26,7 @@ func TestSuspicionRules(t *testing.T) {
 
 	// Never answered: silent since its first probe.
 	now = now.Add(-interval)
-	s.record("mute", false) // the first probe, at the same moment
+	s.record("mute", false)           // the first probe, at the same moment
 	step("mute", false, false, false) // two misses, but 300ms of silence
 	step("mute", false, true, true)
 
