@@ -59,4 +59,15 @@
 // return to an issuer that has gone (crashed, or left before the return
 // arrived) fails and the tokens lapse, as before. What a node admits in
 // fallback is reported to the key's owner once it answers (reconcile.go).
+//
+// # Suspect owners
+//
+// The node tells the limiter which members its membership suspects
+// (SetSuspects, suspect.go): checks, grant requests and leases of their
+// keys fail at once, as a call that was not sent (ErrSuspect wraps
+// ErrPeerUnavailable and ErrNotSent), so the failure mode answers them
+// without the caller's deadline being spent on an owner that does not
+// answer. Fetches and handoffs still go to a suspect: giving one up would
+// lose states. With no member suspect, the cost per forwarded call is one
+// atomic load of a nil pointer.
 package limiter
