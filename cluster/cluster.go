@@ -162,10 +162,15 @@ func New(cfg Config) (*Cluster, error) {
 // member accepted this node), when a seed's cluster has a live member of
 // this node's NodeName at another address.
 //
+// Run also probes every other member once per memberlist probe interval
+// and reports those that stop answering Suspect (see the package
+// documentation, "Suspicion").
+//
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
 // so Run may take up to memberlist's TCP timeout (1s local, 10s lan) to
-// return when a seed address does not answer at all.
+// return when a seed address does not answer at all, and a probe in
+// flight up to memberlist's probe timeout (250ms local, 500ms lan).
 func (c *Cluster) Run(ctx context.Context) (err error) {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cluster: Run called more than once")
