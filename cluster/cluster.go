@@ -34,8 +34,8 @@ type Cluster struct {
 	keys      *keys           // the gossip keyring, if encrypted
 	transport *muteTransport  // memberlist's, with the MuteGossip fault switch
 
-	susp       *suspicion    // which members fail this node's probes (suspicion.go)
-	probeEvery time.Duration // the interval of this node's probes
+	susp       *suspicion    // which members do not answer this node's probes (suspicion.go)
+	probeEvery time.Duration // the interval of this node's probes: half memberlist's
 
 	changed chan struct{} // buffer 1: the member table changed
 	done    chan struct{} // closed by Shutdown
@@ -115,7 +115,7 @@ func New(cfg Config) (*Cluster, error) {
 	mc.Logger = newMemberlistLogger(c.log)
 	gk.configure(mc)
 	c.departFor = mc.GossipToTheDeadTime
-	c.probeEvery = mc.ProbeInterval
+	c.probeEvery = mc.ProbeInterval / 2
 	c.susp = newSuspicion(SuspectAfterProbes, mc.ProbeInterval+mc.ProbeTimeout, time.Now)
 	if c.transport, err = newMuteTransport(mc); err != nil {
 		return nil, fmt.Errorf("cluster: start memberlist on %s: %w", cfg.BindAddr, err)
@@ -169,8 +169,7 @@ func New(cfg Config) (*Cluster, error) {
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
 // so Run may take up to memberlist's TCP timeout (1s local, 10s lan) to
-// return when a seed address does not answer at all, and a probe in
-// flight up to memberlist's probe timeout (250ms local, 500ms lan).
+// return when a seed address does not answer at all.
 func (c *Cluster) Run(ctx context.Context) (err error) {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cluster: Run called more than once")

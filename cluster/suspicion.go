@@ -1,25 +1,26 @@
 package cluster
 
 import (
-	"net"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
-// SuspectAfterProbes is the number of consecutive direct probes a member
-// must fail to answer before this node reports it Suspect (see the package
-// documentation, "Suspicion").
+// SuspectAfterProbes is the least number of probes a member must leave
+// unanswered, over at least the suspicion window, before this node reports
+// it Suspect (see the package documentation, "Suspicion").
 const SuspectAfterProbes = 2
 
-// suspicion decides, from the outcomes of this node's own direct probes,
-// which members are suspect: a member becomes suspect once it has failed
-// SuspectAfterProbes probes in a row and has not answered for at least
-// silent (since it was first probed, if it never answered); it is alive
-// again at its next answer. It is safe for concurrent use; its mutex is a
-// leaf lock, taken while Cluster.mu is held.
+// suspicion decides, from this node's probes and the acks they bring,
+// which members are suspect: a member is suspect once no ack of it has
+// arrived for window (counted from its first probe if it never answered)
+// and at least after probes were sent to it meanwhile; it is alive again
+// at its next ack, however late. It is safe for concurrent use; its mutex
+// is a leaf lock, taken while Cluster.mu is held.
 type suspicion struct {
-	after  int           // consecutive failed probes that make a member suspect
-	silent time.Duration // and the least time since its last answer
+	after  int           // probes sent since the last ack that make a member suspect
+	window time.Duration // and the least time since its last ack
 	now    func() time.Time
 
 	mu     sync.Mutex
@@ -28,20 +29,19 @@ type suspicion struct {
 
 // probeState is what this node's probes learned of one member.
 type probeState struct {
-	fails   int       // consecutive failed probes since its last answer
-	lastAck time.Time // when it last answered, or was first probed
+	lastAck time.Time // when its last ack arrived, or when it was first probed
+	sent    int       // probes sent since then
 	suspect bool
 }
 
-// newSuspicion returns a suspicion that needs after failed probes and
-// silent without an answer, measured by now.
-func newSuspicion(after int, silent time.Duration, now func() time.Time) *suspicion {
-	return &suspicion{after: after, silent: silent, now: now, states: make(map[string]*probeState)}
+// newSuspicion returns a suspicion that needs after probes and window
+// without an ack, measured by now.
+func newSuspicion(after int, window time.Duration, now func() time.Time) *suspicion {
+	return &suspicion{after: after, window: window, now: now, states: make(map[string]*probeState)}
 }
 
-// record records the outcome of a probe of member name and reports
-// whether its suspicion changed.
-func (s *suspicion) record(name string, answered bool) bool {
+// sent records a probe sent to member name.
+func (s *suspicion) sent(name string) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -50,20 +50,53 @@ func (s *suspicion) record(name string, answered bool) bool {
 		st = &probeState{lastAck: now}
 		s.states[name] = st
 	}
-	if answered {
-		st.fails, st.lastAck = 0, now
-		if st.suspect {
-			st.suspect = false
-			return true
-		}
-		return false
+	st.sent++
+}
+
+// acked records an ack of member name and reports whether it ended its
+// suspicion.
+func (s *suspicion) acked(name string) bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.states[name]
+	if st == nil {
+		return false // not probed (any more): nothing to learn
 	}
-	st.fails++
-	if !st.suspect && st.fails >= s.after && now.Sub(st.lastAck) >= s.silent {
-		st.suspect = true
+	st.lastAck, st.sent = now, 0
+	if st.suspect {
+		st.suspect = false
 		return true
 	}
 	return false
+}
+
+// evaluate makes suspect the members silent for window and after probes,
+// and reports whether any became so. When every member probed (two or
+// more) would be, none is: this node hearing from no one at all is more
+// likely its own stall or isolation than everyone's failure, and the
+// circuit breakers of the data path cover a node cut off from all.
+func (s *suspicion) evaluate() bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var silent []*probeState
+	quiet := 0 // members silent, suspect already or not
+	for _, st := range s.states {
+		if st.sent >= s.after && now.Sub(st.lastAck) >= s.window {
+			quiet++
+			if !st.suspect {
+				silent = append(silent, st)
+			}
+		}
+	}
+	if len(silent) == 0 || (len(s.states) >= 2 && quiet == len(s.states)) {
+		return false
+	}
+	for _, st := range silent {
+		st.suspect = true
+	}
+	return true
 }
 
 // suspect reports whether member name is suspect.
@@ -72,18 +105,6 @@ func (s *suspicion) suspect(name string) bool {
 	defer s.mu.Unlock()
 	st := s.states[name]
 	return st != nil && st.suspect
-}
-
-// keepOnly forgets the members for which keep is false (they left the
-// member table): a member that comes back starts afresh.
-func (s *suspicion) keepOnly(keep func(name string) bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name := range s.states {
-		if !keep(name) {
-			delete(s.states, name)
-		}
-	}
 }
 
 // forget drops what the probes learned of member name (it went away): if
@@ -103,29 +124,39 @@ func (c *Cluster) stateOf(name string) State {
 	return Alive
 }
 
-// probeLoop probes every other member once every probeEvery until ctx is
-// done or Shutdown is called. Run owns it.
+// probeLoop probes every other member once every probeEvery until done
+// is closed or Shutdown is called, and updates the suspicion after each
+// round. Run owns it. A round that starts late (this node's goroutines
+// were not running for two intervals: a stall, a loaded machine) sends
+// its probes but suspects no one: the acks that arrived meanwhile may not
+// have been handled yet.
 func (c *Cluster) probeLoop(done <-chan struct{}) {
 	t := time.NewTicker(c.probeEvery)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-done:
 			return
 		case <-c.done:
 			return
-		case <-t.C:
+		case now := <-t.C:
+			late := now.Sub(last) > 2*c.probeEvery || time.Since(now) > c.probeEvery
+			last = now
+			if c.left.Load() {
+				continue // this node's snapshots no longer matter to routing
+			}
+			c.probeRound()
+			if !late && c.susp.evaluate() {
+				c.applySuspicion()
+			}
 		}
-		if c.left.Load() {
-			continue // this node's snapshots no longer matter to routing
-		}
-		c.probeRound()
 	}
 }
 
-// probeRound pings every other member at once, with memberlist's direct
-// UDP ping (which waits memberlist's ProbeTimeout for the ack), records
-// the outcomes and updates the member table if a suspicion changed.
+// probeRound sends every other member a probe (a memberlist user message,
+// over UDP, encrypted as all gossip is): the member answers with an ack
+// (see handleProbe).
 func (c *Cluster) probeRound() {
 	type target struct{ name, addr string }
 	c.mu.Lock()
@@ -136,35 +167,41 @@ func (c *Cluster) probeRound() {
 		}
 	}
 	c.mu.Unlock()
-
-	answered := make([]bool, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Go(func() { answered[i] = c.ping(t.name, t.addr) })
+	ping := encodeProbe(probePing, c.name)
+	for _, t := range targets {
+		c.susp.sent(t.name)
+		if err := c.ml.SendToAddress(memberlist.Address{Addr: t.addr, Name: t.name}, ping); err != nil {
+			c.log.Debug("cluster: probe not sent", "member", t.name, "err", err)
+		}
 	}
-	wg.Wait()
-	if c.isDone() {
-		return // a ping that failed because memberlist stopped says nothing
-	}
-	for i, t := range targets {
-		c.susp.record(t.name, answered[i])
-	}
-	c.applySuspicion()
 }
 
-// ping sends member name at addr a direct probe and reports whether it
-// answered in time.
-func (c *Cluster) ping(name, addr string) bool {
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return false
+// handleProbe handles a probe message a member sent: it answers a ping
+// with an ack, sent to the address the pinger has in this node's member
+// table (a ping from a node this node does not list yet goes
+// unanswered), and records an ack. Called by memberlist's packet handler
+// (NotifyMsg), which it must not block.
+func (c *Cluster) handleProbe(kind byte, from string) {
+	switch kind {
+	case probePing:
+		c.mu.Lock()
+		m, ok := c.members[from]
+		c.mu.Unlock()
+		if !ok || from == c.name {
+			return
+		}
+		if err := c.ml.SendToAddress(memberlist.Address{Addr: m.GossipAddr, Name: from}, encodeProbe(probeAck, c.name)); err != nil {
+			c.log.Debug("cluster: probe ack not sent", "member", from, "err", err)
+		}
+	case probeAck:
+		if c.susp.acked(from) {
+			c.applySuspicion()
+		}
 	}
-	_, err = c.ml.Ping(name, ua)
-	return err == nil
 }
 
-// applySuspicion copies the suspicion into the member table, forgets the
-// probes of members that are gone, and wakes Run if a state changed.
+// applySuspicion copies the suspicion into the member table and wakes Run
+// if a state changed.
 func (c *Cluster) applySuspicion() {
 	c.mu.Lock()
 	changed := false
@@ -176,7 +213,6 @@ func (c *Cluster) applySuspicion() {
 			c.log.Info("cluster: member "+st.String(), "member", name)
 		}
 	}
-	c.susp.keepOnly(func(name string) bool { _, ok := c.members[name]; return ok })
 	if changed {
 		c.dirty = true
 	}

@@ -1,65 +1,126 @@
 package cluster
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
 
-// The suspicion logic alone, on a fake clock: SuspectAfterProbes failed
-// probes in a row and at least silent without an answer make a member
-// suspect; one answer makes it alive again; a forgotten member starts
-// afresh.
+// The suspicion logic alone, on a fake clock: a member is suspect once it
+// has left SuspectAfterProbes probes unanswered over at least the window;
+// any ack, however late, makes it alive again; when every member (two or
+// more) would be suspect, none is; a forgotten member starts afresh.
 func TestSuspicionRules(t *testing.T) {
-	const interval = 300 * time.Millisecond
+	const every, window = 150 * time.Millisecond, 550 * time.Millisecond
 	now := time.Unix(1_700_000_000, 0)
-	s := newSuspicion(2, interval+250*time.Millisecond, func() time.Time { return now })
-	step := func(name string, answered, wantChanged, wantSuspect bool) {
+	s := newSuspicion(2, window, func() time.Time { return now })
+	// round sends a probe to each of names after every, then evaluates.
+	round := func(names ...string) bool {
+		now = now.Add(every)
+		for _, n := range names {
+			s.sent(n)
+		}
+		return s.evaluate()
+	}
+	want := func(name string, suspect bool) {
 		t.Helper()
-		now = now.Add(interval)
-		if got := s.record(name, answered); got != wantChanged {
-			t.Fatalf("record(%s, %v) changed = %v, want %v", name, answered, got, wantChanged)
-		}
-		if got := s.suspect(name); got != wantSuspect {
-			t.Fatalf("suspect(%s) = %v, want %v", name, got, wantSuspect)
+		if got := s.suspect(name); got != suspect {
+			t.Fatalf("at +%v: suspect(%s) = %v, want %v", now.Sub(time.Unix(1_700_000_000, 0)), name, got, suspect)
 		}
 	}
 
-	// Never answered: silent since its first probe.
-	now = now.Add(-interval)
-	s.record("mute", false)           // the first probe, at the same moment
-	step("mute", false, false, false) // two misses, but 300ms of silence
-	step("mute", false, true, true)
-
-	step("a", true, false, false)
-	step("a", false, false, false) // one miss is not enough
-	step("a", true, false, false)  // and an answer resets the count
-	step("a", false, false, false)
-	step("a", false, true, true) // two misses in a row, 600ms of silence
-	step("a", false, false, true)
-	step("a", true, true, false) // alive at its first answer
-	step("a", true, false, false)
-
-	// Two misses in quick succession (rounds that bunched up behind a
-	// stalled prober) are not enough: silence must last too.
-	now = now.Add(interval)
-	s.record("b", true)
-	s.record("b", false)
-	if s.record("b", false) || s.suspect("b") {
-		t.Fatal("b suspect after two misses within 0s of its last answer")
+	// a answers every probe; b answers until the fifth round, then goes
+	// silent; c answers late (400ms after each probe), which is not
+	// silence.
+	for i := range 5 {
+		round("a", "b", "c")
+		s.acked("a")
+		s.acked("b")
+		if i >= 3 {
+			s.acked("c")
+		}
 	}
-	now = now.Add(interval + 250*time.Millisecond)
-	if !s.record("b", false) || !s.suspect("b") {
-		t.Fatal("b not suspect after three misses and 550ms of silence")
+	want("b", false)
+	want("c", false)
+	changed := false
+	for range 3 { // 450ms of silence from b: not yet
+		changed = changed || round("a", "b", "c")
+		s.acked("a")
+		s.acked("c")
+	}
+	if changed {
+		t.Fatal("a suspicion changed within the window")
+	}
+	want("b", false)
+	if !round("a", "b", "c") { // 600ms
+		t.Fatal("b silent for 600ms and 4 probes, not suspected")
+	}
+	want("b", true)
+	want("a", false)
+	want("c", false)
+	if !s.acked("b") {
+		t.Fatal("b's late ack did not end its suspicion")
+	}
+	want("b", false)
+	if s.acked("b") {
+		t.Fatal("a second ack reported a change")
 	}
 
-	// A member that went away starts afresh when it comes back.
+	// Silence is not enough without probes: a member probed once, long
+	// ago, is not suspected (this node did not ask).
+	now = now.Add(time.Hour)
+	s.sent("d")
+	now = now.Add(time.Second)
+	s.acked("a")
+	s.acked("b")
+	s.acked("c")
+	if s.evaluate() {
+		t.Fatal("d suspected after a single probe")
+	}
+	s.acked("d")
+
+	// Everyone silent: this node's own problem, no one is suspected.
+	for range 5 {
+		if round("a", "b", "c", "d") {
+			t.Fatal("a suspicion while every member was silent")
+		}
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		want(n, false)
+	}
+	// One answers: the others are suspect.
+	s.acked("a")
+	if !s.evaluate() {
+		t.Fatal("no suspicion of the silent members once one answered")
+	}
+	want("a", false)
+	want("b", true)
+
+	// A member that went away starts afresh when it comes back; an ack of
+	// a member not probed is ignored.
 	s.forget("b")
-	if s.suspect("b") {
-		t.Fatal("forgotten b is still suspect")
+	want("b", false)
+	if s.acked("b") {
+		t.Fatal("an ack of a forgotten member reported a change")
 	}
-	step("b", false, false, false) // one miss since it came back
-	s.keepOnly(func(name string) bool { return name == "b" })
-	if s.suspect("mute") || len(s.states) != 1 {
-		t.Fatalf("keepOnly(b) kept %d states", len(s.states))
+	if _, ok := s.states["b"]; ok {
+		t.Fatal("an ack of a member not probed created its state")
+	}
+}
+
+// Probe messages round-trip; anything else is an error naming what is
+// wrong.
+func TestProbeMessages(t *testing.T) {
+	for _, kind := range []byte{probePing, probeAck} {
+		k, from, err := decodeProbe(encodeProbe(kind, "node-1"))
+		if err != nil || k != kind || from != "node-1" {
+			t.Fatalf("decode(encode(%q, node-1)) = %q, %q, %v", kind, k, from, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {probeMagic, probePing}, {0, probePing, 'x'}, {probeMagic, 'z', 'x'},
+		append([]byte{probeMagic, probeAck}, make([]byte, probeMaxName+1)...)} {
+		if _, _, err := decodeProbe(bad); !errors.Is(err, errProbe) {
+			t.Errorf("decode(%q) = %v, want errProbe", bad, err)
+		}
 	}
 }
