@@ -52,17 +52,28 @@
 // # Suspicion
 //
 // Suspect is therefore this node's own view. Run probes every other member
-// once per memberlist probe interval (300ms local, 1s lan), all at once,
-// with memberlist's direct UDP ping (Memberlist.Ping, which waits
-// memberlist's probe timeout, 250ms local, 500ms lan, for the ack). A
-// member that fails SuspectAfterProbes (2) probes in a row, and has not
-// answered for at least a probe interval plus a probe timeout, is Suspect
-// in this node's table, snapshots (a new Version, delivered to OnChange)
-// and State; its next answer makes it Alive again. A killed or cut-off
-// member is thus suspect within two probe rounds (about 0.6 to 0.9s local,
-// 1.5 to 2.5s lan), while memberlist takes several seconds more to declare
-// it dead (its indirect probes, then its suspicion timeout), after which
-// it leaves the snapshots.
+// twice per memberlist probe interval (every 150ms local, 500ms lan) with
+// a probe message of its own, a memberlist user message sent over the
+// gossip UDP port (encrypted like all gossip); the member's delegate
+// answers with an ack, sent to the address this node has in its member
+// table. A member that has left SuspectAfterProbes (2) probes unanswered
+// for a probe interval plus a probe timeout (550ms local, 1.5s lan) is
+// Suspect in this node's table, snapshots (a new Version, delivered to
+// OnChange) and State; its next ack, however late, makes it Alive again.
+// A killed or cut-off member is thus suspect within about 0.55 to 0.7s
+// (local) or 1.5 to 2s (lan), while memberlist takes several seconds more
+// to declare it dead (its indirect probes, then its suspicion timeout),
+// after which it leaves the snapshots.
+//
+// Two guards keep a healthy member from being suspected when the trouble
+// is this node's: a probe round that starts late (its ticker missed a
+// beat: the process was stalled or starved) suspects no one, since acks
+// that arrived meanwhile may not have been handled yet; and when every
+// member (two or more) is silent at once, none is suspected, since this
+// node hearing from no one is more likely its own stall or isolation (the
+// data path's circuit breakers cover a node cut off from all). An ack
+// counts whenever it arrives, so a member slow to answer (up to the
+// window less the probe interval) stays alive.
 //
 // Why not the alternatives:
 //
@@ -71,6 +82,9 @@
 //     over a shuffled list: a given member is probed only every n to 2n
 //     intervals (20s on a lan of ten), too seldom to tell silence from
 //     death quickly.
+//   - Memberlist.Ping waits a fixed probe timeout (250ms local) and drops
+//     a later ack: under the race detector on a loaded 2-core machine,
+//     whole rounds of pings timed out and healthy members were suspected.
 //   - The data path (transport's circuit breaker, the gRPC connection's
 //     state) only learns of a dead peer by failing calls, each of which
 //     spends its caller's deadline first; it needs no help to fail fast
@@ -80,15 +94,12 @@
 //     is open as suspect too (see node), but only the probes here make the
 //     limiter skip a member.
 //
-// Two failed probes in a row, rather than one, keep a healthy member on a
-// loaded machine (a late ack under the race detector) from flapping: the
-// probe timeout is memberlist's own, which memberlist itself follows with
-// indirect and TCP probes before suspecting. The cost is one UDP ping and
-// ack per member per interval on each node (n*(n-1) per interval in all),
-// on top of memberlist's own. A member whose UDP is blocked while its TCP
-// passes (a misconfigured network, which memberlist logs as "Was able to
-// connect ... over TCP but UDP probes failed") stays a member but is
-// suspect here for as long as that lasts; MuteGossip makes exactly that
+// The cost is one small UDP message and its ack per member every half
+// probe interval on each node (2n(n-1) a second in all on a lan), on top
+// of memberlist's own gossip. A member whose gossip UDP is dropped while
+// its TCP passes (a misconfigured network, which memberlist logs as "Was
+// able to connect ... over TCP but UDP probes failed") stays a member but
+// is suspect here for as long as that lasts; MuteGossip makes exactly that
 // fault, for tests.
 //
 // # Gossip encryption

@@ -10,11 +10,11 @@ import (
 )
 
 // MuteGossip is a fault for tests: while on, this node sends no gossip
-// packets (UDP), so it answers no direct probe and its own probes get no
-// answer, while memberlist's TCP streams (push/pull, the fallback ping of
-// a failed probe) still pass. The others' memberlist therefore keeps it
-// alive (it answers the TCP fallback ping), but their direct probes fail
-// and they report it Suspect (see the package documentation,
+// packets (UDP), so it answers no probe (memberlist's or this package's)
+// and its own probes get no answer, while memberlist's TCP streams
+// (push/pull, the fallback ping of a failed probe) still pass. The others'
+// memberlist therefore keeps it alive (it answers the TCP fallback ping),
+// but this package's probes go unanswered and they report it Suspect (see the package documentation,
 // "Suspicion"), until MuteGossip(false). Production code never calls it.
 func (c *Cluster) MuteGossip(on bool) { c.transport.muted.Store(on) }
 

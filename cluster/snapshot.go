@@ -16,7 +16,7 @@ const (
 	// Alive: the member is up as far as this node knows.
 	Alive State = iota + 1
 	// Suspect: the member is still a member, but has not answered this
-	// node's last SuspectAfterProbes direct probes (this node's own view,
+	// node's probes for a while (this node's own view,
 	// not memberlist's suspicion, which memberlist v0.7.0 does not expose;
 	// see the package documentation, "Suspicion"). It is Alive again at
 	// its next answer, or Dead once memberlist declares it so.

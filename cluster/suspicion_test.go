@@ -17,7 +17,7 @@ func stateIn(n *testNode, name string) string {
 	return m.State.String()
 }
 
-// A member that stops answering direct probes (its gossip packets muted;
+// A member that stops answering probes (its gossip packets muted;
 // memberlist still reaches it by TCP, so it is never declared dead) is
 // reported Suspect by the others' snapshots, State and OnChange, and
 // Alive again once it answers.

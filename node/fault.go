@@ -14,7 +14,7 @@ const (
 	FaultCrash
 	// FaultGossipMute drops the gossip packets (UDP) the node sends, while
 	// memberlist's TCP streams and the gRPC ports keep working: it answers
-	// no direct probe, so the others report it Suspect, but memberlist
+	// no probe, so the others report it Suspect, but memberlist
 	// keeps it a member (its TCP fallback probes pass).
 	// FaultGossipUnmute ends it.
 	FaultGossipMute

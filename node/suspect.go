@@ -8,7 +8,7 @@ import (
 )
 
 // Suspect members: the cluster reports a member Suspect when it stops
-// answering this node's direct probes (cluster's package documentation,
+// answering this node's probes (cluster's package documentation,
 // "Suspicion"). onMembership hands the suspects to the limiter, which
 // then answers their keys by the failure mode at once, without calling
 // them (limiter.SetSuspects); a change of suspicion alone keeps the ring.
