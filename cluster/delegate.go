@@ -37,12 +37,12 @@ func (d delegate) NodeMeta(limit int) []byte {
 // NotifyMsg handles the probe messages of the suspicion (suspicion.go);
 // it drops anything else, logging it at debug level.
 func (d delegate) NotifyMsg(b []byte) {
-	kind, from, err := decodeProbe(b)
+	m, err := decodeProbe(b)
 	if err != nil {
 		d.c.log.Debug("cluster: user message dropped", "err", err)
 		return
 	}
-	d.c.handleProbe(kind, from)
+	d.c.handleProbe(m)
 }
 
 // GetBroadcasts has no user broadcasts to send.

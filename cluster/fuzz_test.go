@@ -48,17 +48,21 @@ func FuzzDecodeMeta(f *testing.F) {
 // probe or is an error; never a panic. What decodes encodes back to the
 // same bytes.
 func FuzzDecodeProbe(f *testing.F) {
-	f.Add(encodeProbe(probePing, "node-1"))
-	f.Add(encodeProbe(probeAck, "n"))
-	f.Add([]byte{probeMagic, 'x', 'y'})
+	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "10.0.0.1:7946", from: "node-1"}))
+	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "[fe80::1]:7946", from: "n"}))
+	f.Add(encodeProbe(probeMsg{kind: probeAck, from: "n"}))
+	f.Add([]byte{probeMagic, 'x', 0, 'y'})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		kind, from, err := decodeProbe(data)
+		m, err := decodeProbe(data)
 		if err != nil {
+			if m != (probeMsg{}) {
+				t.Fatalf("an error %v with a message %+v", err, m)
+			}
 			return
 		}
-		if b := encodeProbe(kind, from); string(b) != string(data) {
-			t.Fatalf("round trip %q -> %q, %q -> %q", data, kind, from, b)
+		if b := encodeProbe(m); string(b) != string(data) {
+			t.Fatalf("round trip %q -> %+v -> %q", data, m, b)
 		}
 	})
 }

@@ -156,7 +156,7 @@ func (c *Cluster) probeLoop(done <-chan struct{}) {
 
 // probeRound sends every other member a probe (a memberlist user message,
 // over UDP, encrypted as all gossip is): the member answers with an ack
-// (see handleProbe).
+// to this node's gossip address (see handleProbe).
 func (c *Cluster) probeRound() {
 	type target struct{ name, addr string }
 	c.mu.Lock()
@@ -167,7 +167,7 @@ func (c *Cluster) probeRound() {
 		}
 	}
 	c.mu.Unlock()
-	ping := encodeProbe(probePing, c.name)
+	ping := encodeProbe(probeMsg{kind: probePing, addr: c.gossip, from: c.name})
 	for _, t := range targets {
 		c.susp.sent(t.name)
 		if err := c.ml.SendToAddress(memberlist.Address{Addr: t.addr, Name: t.name}, ping); err != nil {
@@ -177,24 +177,20 @@ func (c *Cluster) probeRound() {
 }
 
 // handleProbe handles a probe message a member sent: it answers a ping
-// with an ack, sent to the address the pinger has in this node's member
-// table (a ping from a node this node does not list yet goes
-// unanswered), and records an ack. Called by memberlist's packet handler
-// (NotifyMsg), which it must not block.
-func (c *Cluster) handleProbe(kind byte, from string) {
-	switch kind {
+// with an ack, sent to the address in the ping, and records an ack.
+// Called by memberlist's packet handler (NotifyMsg), which it must not
+// block.
+func (c *Cluster) handleProbe(m probeMsg) {
+	switch m.kind {
 	case probePing:
-		c.mu.Lock()
-		m, ok := c.members[from]
-		c.mu.Unlock()
-		if !ok || from == c.name {
+		if m.from == c.name {
 			return
 		}
-		if err := c.ml.SendToAddress(memberlist.Address{Addr: m.GossipAddr, Name: from}, encodeProbe(probeAck, c.name)); err != nil {
-			c.log.Debug("cluster: probe ack not sent", "member", from, "err", err)
+		if err := c.ml.SendToAddress(memberlist.Address{Addr: m.addr, Name: m.from}, encodeProbe(probeMsg{kind: probeAck, from: c.name})); err != nil {
+			c.log.Debug("cluster: probe ack not sent", "member", m.from, "err", err)
 		}
 	case probeAck:
-		if c.susp.acked(from) {
+		if c.susp.acked(m.from) {
 			c.applySuspicion()
 		}
 	}

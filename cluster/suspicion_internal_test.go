@@ -111,15 +111,20 @@ func TestSuspicionRules(t *testing.T) {
 // Probe messages round-trip; anything else is an error naming what is
 // wrong.
 func TestProbeMessages(t *testing.T) {
-	for _, kind := range []byte{probePing, probeAck} {
-		k, from, err := decodeProbe(encodeProbe(kind, "node-1"))
-		if err != nil || k != kind || from != "node-1" {
-			t.Fatalf("decode(encode(%q, node-1)) = %q, %q, %v", kind, k, from, err)
+	for _, m := range []probeMsg{{kind: probePing, addr: "127.0.0.1:7946", from: "node-1"},
+		{kind: probePing, addr: "[::1]:7946", from: "n"}, {kind: probeAck, from: "node-1"}} {
+		got, err := decodeProbe(encodeProbe(m))
+		if err != nil || got != m {
+			t.Fatalf("decode(encode(%+v)) = %+v, %v", m, got, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {probeMagic, probePing}, {0, probePing, 'x'}, {probeMagic, 'z', 'x'},
-		append([]byte{probeMagic, probeAck}, make([]byte, probeMaxName+1)...)} {
-		if _, _, err := decodeProbe(bad); !errors.Is(err, errProbe) {
+	ping := func(addr, name string) []byte { return encodeProbe(probeMsg{kind: probePing, addr: addr, from: name}) }
+	for _, bad := range [][]byte{nil, {probeMagic, probePing}, {0, probePing, 0, 'x'}, {probeMagic, 'z', 0, 'x'},
+		{probeMagic, probeAck, 9, 'x'}, ping("", "n"), ping("10.0.0.1", "n"), ping("10.0.0.1:0", "n"),
+		ping("host:7946", "n"), ping("010.0.0.1:7946", "n"), ping("10.0.0.1:7946", ""),
+		encodeProbe(probeMsg{kind: probeAck, addr: "10.0.0.1:7946", from: "n"}),
+		encodeProbe(probeMsg{kind: probeAck, from: string(make([]byte, probeMaxName+1))})} {
+		if _, err := decodeProbe(bad); !errors.Is(err, errProbe) {
 			t.Errorf("decode(%q) = %v, want errProbe", bad, err)
 		}
 	}

@@ -74,4 +74,8 @@ func TestCrashedMemberIsSuspectBeforeDead(t *testing.T) {
 	if want := []string{"alive", "suspect", "absent"}; len(seen) != 3 || seen[0] != want[0] && seen[0] != want[1] || seen[1] != "suspect" {
 		t.Fatalf("%s saw %s go %v, want %v", n.LocalName(), name, seen, want)
 	}
+	// Every survivor drops it too, so that no memberlist probe of it is
+	// in flight when the test ends (memberlist's Shutdown does not wait
+	// for one).
+	waitFor(t, 15*time.Second, "the survivors converge", func() bool { return converged(nodes[:2], nodes[:2], meta) })
 }
