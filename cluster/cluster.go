@@ -27,6 +27,7 @@ type Cluster struct {
 	cfg       Config // validated, with defaults
 	log       *slog.Logger
 	ml        *memberlist.Memberlist
+	mlReady   atomic.Pointer[memberlist.Memberlist] // ml, once Create returned: for memberlist's own goroutines
 	name      string
 	gossip    string          // advertised "ip:port"
 	self      map[string]bool // addresses that reach this node, skipped as seeds
@@ -127,6 +128,7 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: start memberlist on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
+	c.mlReady.Store(ml)
 
 	// memberlist announced this node to itself during Create.
 	c.mu.Lock()

@@ -183,10 +183,11 @@ func (c *Cluster) probeRound() {
 func (c *Cluster) handleProbe(m probeMsg) {
 	switch m.kind {
 	case probePing:
-		if m.from == c.name {
+		ml := c.mlReady.Load() // a ping may come before Create has returned
+		if ml == nil || m.from == c.name {
 			return
 		}
-		if err := c.ml.SendToAddress(memberlist.Address{Addr: m.addr, Name: m.from}, encodeProbe(probeMsg{kind: probeAck, from: c.name})); err != nil {
+		if err := ml.SendToAddress(memberlist.Address{Addr: m.addr, Name: m.from}, encodeProbe(probeMsg{kind: probeAck, from: c.name})); err != nil {
 			c.log.Debug("cluster: probe ack not sent", "member", m.from, "err", err)
 		}
 	case probeAck:
