@@ -57,7 +57,8 @@
 // gossip UDP port (encrypted like all gossip); the member's delegate
 // answers with an ack, sent to the gossip address the ping carries (so a
 // member that has not heard of the pinger yet, while a join spreads,
-// answers too). A member that has left SuspectAfterProbes (2) probes unanswered
+// answers too) if the ping names it (a node that took over a gone
+// member's address does not answer for it). A member that has left SuspectAfterProbes (2) probes unanswered
 // for a probe interval plus a probe timeout (550ms local, 1.5s lan) is
 // Suspect in this node's table, snapshots (a new Version, delivered to
 // OnChange) and State; its next ack, however late, makes it Alive again.

@@ -48,10 +48,10 @@ func FuzzDecodeMeta(f *testing.F) {
 // probe or is an error; never a panic. What decodes encodes back to the
 // same bytes.
 func FuzzDecodeProbe(f *testing.F) {
-	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "10.0.0.1:7946", from: "node-1"}))
-	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "[fe80::1]:7946", from: "n"}))
+	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "10.0.0.1:7946", to: "node-2", from: "node-1"}))
+	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "[fe80::1]:7946", to: "m", from: "n"}))
 	f.Add(encodeProbe(probeMsg{kind: probeAck, from: "n"}))
-	f.Add([]byte{probeMagic, 'x', 0, 'y'})
+	f.Add([]byte{probeMagic, 'x', 0, 0, 'y'})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeProbe(data)

@@ -167,9 +167,9 @@ func (c *Cluster) probeRound() {
 		}
 	}
 	c.mu.Unlock()
-	ping := encodeProbe(probeMsg{kind: probePing, addr: c.gossip, from: c.name})
 	for _, t := range targets {
 		c.susp.sent(t.name)
+		ping := encodeProbe(probeMsg{kind: probePing, addr: c.gossip, to: t.name, from: c.name})
 		if err := c.ml.SendToAddress(memberlist.Address{Addr: t.addr, Name: t.name}, ping); err != nil {
 			c.log.Debug("cluster: probe not sent", "member", t.name, "err", err)
 		}
@@ -184,8 +184,8 @@ func (c *Cluster) handleProbe(m probeMsg) {
 	switch m.kind {
 	case probePing:
 		ml := c.mlReady.Load() // a ping may come before Create has returned
-		if ml == nil || m.from == c.name {
-			return
+		if ml == nil || m.to != c.name || m.from == c.name {
+			return // not meant for this node (it took over a gone member's port)
 		}
 		if err := ml.SendToAddress(memberlist.Address{Addr: m.addr, Name: m.from}, encodeProbe(probeMsg{kind: probeAck, from: c.name})); err != nil {
 			c.log.Debug("cluster: probe ack not sent", "member", m.from, "err", err)

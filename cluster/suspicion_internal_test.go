@@ -111,18 +111,23 @@ func TestSuspicionRules(t *testing.T) {
 // Probe messages round-trip; anything else is an error naming what is
 // wrong.
 func TestProbeMessages(t *testing.T) {
-	for _, m := range []probeMsg{{kind: probePing, addr: "127.0.0.1:7946", from: "node-1"},
-		{kind: probePing, addr: "[::1]:7946", from: "n"}, {kind: probeAck, from: "node-1"}} {
+	for _, m := range []probeMsg{{kind: probePing, addr: "127.0.0.1:7946", to: "node-2", from: "node-1"},
+		{kind: probePing, addr: "[::1]:7946", to: "m", from: "n"}, {kind: probeAck, from: "node-1"}} {
 		got, err := decodeProbe(encodeProbe(m))
 		if err != nil || got != m {
 			t.Fatalf("decode(encode(%+v)) = %+v, %v", m, got, err)
 		}
 	}
-	ping := func(addr, name string) []byte { return encodeProbe(probeMsg{kind: probePing, addr: addr, from: name}) }
-	for _, bad := range [][]byte{nil, {probeMagic, probePing}, {0, probePing, 0, 'x'}, {probeMagic, 'z', 0, 'x'},
-		{probeMagic, probeAck, 9, 'x'}, ping("", "n"), ping("10.0.0.1", "n"), ping("10.0.0.1:0", "n"),
-		ping("host:7946", "n"), ping("010.0.0.1:7946", "n"), ping("10.0.0.1:7946", ""),
+	ping := func(addr, to, name string) []byte {
+		return encodeProbe(probeMsg{kind: probePing, addr: addr, to: to, from: name})
+	}
+	for _, bad := range [][]byte{nil, {probeMagic, probePing}, {0, probePing, 0, 0, 'x'}, {probeMagic, 'z', 0, 0, 'x'},
+		{probeMagic, probeAck, 9, 'x'}, {probeMagic, probeAck, 0}, {probeMagic, probeAck, 0, 5, 'x'},
+		ping("", "m", "n"), ping("10.0.0.1", "m", "n"), ping("10.0.0.1:0", "m", "n"),
+		ping("host:7946", "m", "n"), ping("010.0.0.1:7946", "m", "n"), ping("10.0.0.1:7946", "m", ""),
+		ping("10.0.0.1:7946", "", "n"),
 		encodeProbe(probeMsg{kind: probeAck, addr: "10.0.0.1:7946", from: "n"}),
+		encodeProbe(probeMsg{kind: probeAck, to: "m", from: "n"}),
 		encodeProbe(probeMsg{kind: probeAck, from: string(make([]byte, probeMaxName+1))})} {
 		if _, err := decodeProbe(bad); !errors.Is(err, errProbe) {
 			t.Errorf("decode(%q) = %v, want errProbe", bad, err)
