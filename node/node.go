@@ -60,7 +60,7 @@ type Node struct {
 	metaKick      chan struct{} // buffer 1: gossip the metadata again
 
 	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
-	builtFrom   []ring.Member      // the members of the last ring onMembership built (suspect.go)
+	builtFrom   []cluster.Member   // the members (states aside) of the last ring onMembership built (suspect.go)
 	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
 }
 
@@ -221,15 +221,14 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 		return // shutdown installs its own ring
 	}
 	n.limiter.SetSuspects(suspectsOf(s))
-	members := ringMembers(s)
-	if n.sameRing(members) {
+	if n.onlyStatesChanged(s) {
 		return
 	}
-	if err := n.limiter.SetMembers(members); err != nil {
+	if err := n.limiter.SetMembers(ringMembers(s)); err != nil {
 		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
 		return
 	}
-	n.builtFrom = members
+	n.builtFrom = stateless(s)
 	n.ringChanges.Inc()
 	n.peers.Forget(func(name string) bool {
 		_, ok := n.limiter.Ring().Member(name)

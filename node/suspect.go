@@ -40,11 +40,22 @@ func ringMembers(s cluster.Snapshot) []ring.Member {
 	return members
 }
 
-// sameRing reports whether members is the list the ring in force was last
-// built from (a snapshot that changed only a member's state). Called from
-// onMembership only.
-func (n *Node) sameRing(members []ring.Member) bool {
-	return n.builtFrom != nil && slices.Equal(n.builtFrom, members)
+// stateless returns the members of s with every State set to Alive.
+func stateless(s cluster.Snapshot) []cluster.Member {
+	out := slices.Clone(s.Members)
+	for i := range out {
+		out[i].State = cluster.Alive
+	}
+	return out
+}
+
+// onlyStatesChanged reports whether s differs from the snapshot the ring
+// in force was last built from only in members' states (a suspicion
+// began or ended): anything else, metadata included, rebuilds the ring
+// and hands off, as any snapshot did before suspicion existed. Called
+// from onMembership only.
+func (n *Node) onlyStatesChanged(s cluster.Snapshot) bool {
+	return n.builtFrom != nil && slices.Equal(n.builtFrom, stateless(s))
 }
 
 // memberState is the state the node shows for member m: Suspect if the
