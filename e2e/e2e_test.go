@@ -182,7 +182,11 @@ func killOwner(t *testing.T, c *cluster) {
 	t.Logf("kill: whole scenario %s", all)
 	t.Logf("kill: after the kill %s; first fallback %v after the kill; all busy keys on a new owner after %v",
 		as, firstFallback.Round(time.Millisecond), moved.Round(time.Millisecond))
-	bound := L + 2*(L/3) + L
+	// The documented bound (docs/failure.md): L, replicated to each key's
+	// heir, which answers for the dead owner and then takes the key over,
+	// plus what the owner admitted in its last replication interval
+	// (nothing: the keys were spent before the kill). The target is 1.1 L.
+	bound := L + L/10
 	maxTotal := 0
 	for _, k := range keys {
 		p, ok := per[k]
@@ -193,10 +197,10 @@ func killOwner(t *testing.T, c *cluster) {
 		if total > maxTotal {
 			maxTotal = total
 		}
-		t.Logf("kill: key %s admitted %d (victim owner %d + victim grants %d, fallback %d, new owner %d); documented bound %d, asserted <= %d",
-			k, total, p.before, p.grant, p.fallback, p.afterMove, bound, 3*L)
-		if total > 3*L {
-			t.Errorf("key %s admitted %d > 3L = %d", k, total, 3*L)
+		t.Logf("kill: key %s admitted %d = %.2fx L (victim owner %d + victim grants %d, fallback %d, new owner %d); documented bound %d",
+			k, total, float64(total)/L, p.before, p.grant, p.fallback, p.afterMove, bound)
+		if total > bound {
+			t.Errorf("key %s admitted %d > the documented bound %d", k, total, bound)
 		}
 	}
 	t.Logf("kill: max admitted per busy key %d (L=%d, documented bound %d)", maxTotal, L, bound)

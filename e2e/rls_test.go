@@ -197,9 +197,11 @@ func rlsExact(t *testing.T, c *cluster) {
 // 7. SIGKILL the owner of RLS descriptors (60/day) under load through the
 // other two nodes. Each call has a 500 ms deadline and must be answered
 // within it (OK or OVER_LIMIT, never an error). Per descriptor the cluster
-// admits at most the documented bound: the dead owner's count (L), the
-// local shares of the two survivors while it is unreachable (2 x L/3),
-// and the new owner's fresh count once gossip declares it dead (L).
+// admits at most the documented bound (docs/failure.md): the dead owner's
+// count (L), replicated to the descriptor's heir, which decides the calls
+// on its copy while the owner is unreachable and takes the count over
+// once gossip declares it dead, plus what the owner admitted in its last
+// replication interval; the target is 1.1 L.
 func rlsKillOwner(t *testing.T, c *cluster) {
 	c.ensureHealthy(t, base...)
 	const L = rlsKillN
@@ -370,7 +372,7 @@ func rlsKillOwner(t *testing.T, c *cluster) {
 		}
 	}
 	windows := int(windowOf(last, rls.UnitDay) - windowOf(first, rls.UnitDay) + 1)
-	bound := windows * (L + 2*(L/3) + L)
+	bound := windows * (L + L/10)
 	t.Logf("rls kill: %d calls, max latency %v (deadline %v), %d errors; all busy descriptors on a new owner %v after the kill",
 		len(recs), maxLat.Round(time.Millisecond), deadline, len(errs), tMoved.Sub(tKill).Round(time.Millisecond))
 	vs := make([]string, 0, len(per))

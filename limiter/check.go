@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -78,6 +79,8 @@ type job struct {
 	issuer  string
 	credit  bool
 	report  bool // a fallback report (see reconcile.go)
+	hops    int  // earlier forwards of the job, when decided here
+	acting  bool // sent to this node as the key's heir (see acting.go)
 	// maybeApplied marks a credit or report whose owner did not answer
 	// after the call may have reached it: it is never sent again.
 	maybeApplied bool
@@ -109,6 +112,7 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 		j := &jobs[i]
 		owner, mine := l.route(v, j.hash)
 		if mine || forceLocal || l.peers == nil {
+			j.hops = hops
 			l.applyLocal(ctx, v, j, now)
 			continue
 		}
@@ -123,6 +127,27 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 	}
 }
 
+// toUnseenOwner sends j to owner, its owner by another node's ring, which
+// this node has not seen join (see awaitState), to be decided there; the
+// failure mode answers if it cannot be reached.
+func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring.Member, now int64) {
+	items := []Forwarded{{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report}}
+	answers := make([]Answer, 1)
+	pctx, cancel := peerContext(ctx)
+	err := l.peers.Check(pctx, owner, 1, items, answers)
+	cancel()
+	if err != nil {
+		l.unreachable(ctx, v, 0, j, owner, err, now)
+		return
+	}
+	res := j.res
+	res.Result, res.Err, res.Source, res.Owner = answers[0].Result, answers[0].Err, SourceOwner, owner.Name
+	j.granted, j.grantID, j.issuer = answers[0].Granted, answers[0].GrantID, answers[0].Issuer
+	if res.Err != nil {
+		res.Allowed = false
+	}
+}
+
 // applyLocal decides one job on this node's store, first fetching the key's
 // state if it may be on another node (see awaitState). j.owner, if set, is
 // an owner that could not be reached. A job whose ctx has ended is not
@@ -131,6 +156,11 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 // twice, or spend grant tokens no one holds.
 func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
+		var unseen *unseenOwnerError
+		if errors.As(err, &unseen) && j.hops == 0 {
+			l.toUnseenOwner(ctx, v, j, unseen.owner, now)
+			return
+		}
 		// A node that may hold the key's count has not seen this one
 		// join: answer as if the owner were unreachable.
 		if j.upTo || j.credit || j.report {

@@ -15,6 +15,15 @@ import (
 type view struct {
 	ring    *ring.Ring
 	pending *pending // nil when nothing is pending
+	// heirs are ring's heirs of each partition, to which this node
+	// replicates the states it owns; nil when replication is off.
+	heirs *ring.Heirs
+	// orphaned marks the partitions whose owner before this view was not
+	// in ring (it died or left); nil when none. Copies of their keys held
+	// here go to their new owner (see replicate.go); orphansPushed is set
+	// once they have.
+	orphaned      []bool
+	orphansPushed atomic.Bool
 }
 
 // owner returns the owner of hash and whether it is this node. With no
@@ -68,7 +77,15 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 	}
 	now := time.Now()
 	l.departed.note(oldRing, r, now, now.Add(l.pendingTTL))
-	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine)}
+	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine), orphaned: l.orphans(old, oldRing, r)}
+	if l.repl.n > 0 && r.Len() > 1 {
+		if nv.heirs, err = r.Heirs(l.repl.n); err != nil {
+			return fmt.Errorf("limiter: %w", err)
+		}
+	}
+	// Copies of the keys this node takes over from a departed owner are
+	// in its store before any check is decided on the new ring.
+	l.promote(r, nv.orphaned)
 	l.view.Store(nv)
 	l.adopted.clear() // the new ring places them
 	l.moved.prune(func(hash uint64) bool {

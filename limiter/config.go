@@ -25,6 +25,9 @@ const (
 	DefaultPendingTTL   = 30 * time.Second
 	DefaultFetchTimeout = 500 * time.Millisecond
 	DefaultReportKeys   = 10_000
+	DefaultReplicas     = 1
+	// MaxReplicas is the most heirs a key may be copied to.
+	MaxReplicas = 3
 )
 
 // Config configures a Limiter. The zero value of an optional field means
@@ -58,6 +61,12 @@ type Config struct {
 	// reported to their owner (see Reconcile); the oldest are dropped
 	// beyond it. 0 means DefaultReportKeys; negative turns reports off.
 	ReportKeys int
+	// Replicas is how many heirs of each key keep a copy of its state
+	// (see replicate.go); 0 means DefaultReplicas, negative turns
+	// replication off. A limiter without Peers replicates nothing. With
+	// replication, Store.MaxBytes caps the states and the copies this node
+	// holds together: replicas/(1+replicas) of it go to the copies.
+	Replicas int
 	// Policies is the initial policy set; nil means no policies and inline
 	// limits allowed.
 	Policies *policy.Set
@@ -77,6 +86,18 @@ func New(cfg Config) (*Limiter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	replicas := cfg.Replicas
+	switch {
+	case replicas == 0:
+		replicas = DefaultReplicas
+	case replicas < 0 || cfg.Peers == nil:
+		replicas = 0
+	}
+	cfg.Store.TrackChanges = replicas > 0
+	// The memory cap covers the states and their copies: a node holds
+	// about replicas copies for each state it owns.
+	copiesCap := cfg.Store.MaxBytes * int64(replicas) / int64(1+replicas)
+	cfg.Store.MaxBytes -= copiesCap
 	st, err := store.New(cfg.Store)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
@@ -103,6 +124,15 @@ func New(cfg Config) (*Limiter, error) {
 		l.fetchTimeout = DefaultFetchTimeout
 	}
 	l.acks.ttl = l.pendingTTL
+	if replicas > 0 {
+		l.repl.n = replicas
+		if l.repl.copies, err = store.New(store.Config{MaxBytes: copiesCap}); err != nil {
+			return nil, fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
+		}
+		if l.repl.acting, err = store.New(store.Config{}); err != nil {
+			return nil, fmt.Errorf("limiter: %w", err)
+		}
+	}
 	l.grants = grant.NewHolder(cfg.Grants)
 	l.ledger.max = 4 * l.grants.Config().MaxKeys
 	l.reports.max = cfg.ReportKeys
@@ -130,6 +160,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: NodeName: must not be empty", ErrInvalidConfig)
 	case c.PendingTTL < 0:
 		return fmt.Errorf("%w: PendingTTL: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultPendingTTL, c.PendingTTL)
+	case c.Replicas > MaxReplicas:
+		return fmt.Errorf("%w: Replicas: at most %d, got %d", ErrInvalidConfig, MaxReplicas, c.Replicas)
 	case c.FetchTimeout < 0:
 		return fmt.Errorf("%w: FetchTimeout: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultFetchTimeout, c.FetchTimeout)
 	}

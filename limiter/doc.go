@@ -44,11 +44,21 @@
 //     that node's ring names another owner (the rings disagree); if the key
 //     has no state there, the node fetches it from the other members first.
 //
-// What is still not covered: a node whose ring is stale (it has not seen a
-// join yet, or sees only itself) decides the keys it believes it owns
-// without asking anyone, so while two nodes' rings disagree both may count
-// one key; and after the pending TTL, or when a holder cannot be reached,
-// the keys it held start afresh.
+// Views that disagree (fetch.go, unseenOwnerError). A node asked for a
+// key it holds nothing of names the key's owner on its own ring when that
+// is neither the asker nor itself (OwnerHint). An asker whose ring lacks
+// that owner, and has not seen it leave, has not seen it join: rather
+// than count the key afresh on its stale ring, it sends its callers'
+// checks of the key there (TestViewsThatDisagreeCountOnce: three nodes
+// start together, one of them has not heard of the third yet).
+//
+// What is still not covered: a node whose ring is stale and that asks no
+// one (the key's partition is not pending for it, or no node it asks has
+// seen the change) decides the keys it believes it owns, so while two
+// nodes' rings disagree both may count one key; a check forwarded to such
+// a node is decided there; and after the pending TTL, or when a holder
+// cannot be reached, the keys it held start afresh (with replication, from
+// the heirs' copies; see replicate.go).
 //
 // # Grants and fallback after a move
 //
@@ -60,14 +70,22 @@
 // arrived) fails and the tokens lapse, as before. What a node admits in
 // fallback is reported to the key's owner once it answers (reconcile.go).
 //
+// # Replication and the heir
+//
+// Owners copy the states they change to their keys' heirs (replicate.go),
+// who take the keys over with those counts when an owner dies without
+// handing off, and who decide the checks of an unreachable owner's keys on
+// their copies (acting.go). docs/failure.md has the bounds this gives.
+//
 // # Suspect owners
 //
 // The node tells the limiter which members its membership suspects
 // (SetSuspects, suspect.go): checks, grant requests and leases of their
 // keys fail at once, as a call that was not sent (ErrSuspect wraps
-// ErrPeerUnavailable and ErrNotSent), so the failure mode answers them
-// without the caller's deadline being spent on an owner that does not
-// answer. Fetches and handoffs still go to a suspect: giving one up would
+// ErrPeerUnavailable and ErrNotSent), so they are answered as for an
+// unreachable owner (the key's heir, unless it is suspect too, then the
+// failure mode) without the caller's deadline being spent on an owner
+// that does not answer. Fetches and handoffs still go to a suspect: giving one up would
 // lose states. With no member suspect, the cost per forwarded call is one
 // atomic load of a nil pointer.
 package limiter

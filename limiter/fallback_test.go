@@ -38,7 +38,7 @@ func TestFallbackModes(t *testing.T) {
 		{policy.FailDeny, 0, 0, limiter.FallbackRetryAfter},
 		{policy.FailAllow, 15, 30, 0},
 	}
-	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	c := limitertest.NewCluster(t, noReplicas, "n0", "n1", "n2")
 	lim := tb(30, time.Hour)
 	ks := c.KeysOwnedBy(checker, owner, "fb", limiter.Request{Limit: lim}, len(faults)*len(modes))
 	step := 0
@@ -81,7 +81,7 @@ func TestFallbackModes(t *testing.T) {
 // denied outright, and a concurrency lease lives in the local share, with
 // an ID Release recognises.
 func TestFallbackLocalShareBounds(t *testing.T) {
-	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	c := limitertest.NewCluster(t, noReplicas, "n0", "n1", "n2")
 	ctx := context.Background()
 	lim := tb(30, time.Hour)
 	key := c.KeysOwnedBy("n1", "n0", "share", limiter.Request{Limit: lim}, 1)[0]

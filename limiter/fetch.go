@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
@@ -58,6 +59,12 @@ func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreacha
 		if len(hs) > 0 {
 			o = o.and(l.fetchFrom(ctx, v.pending, hs, hash))
 		}
+		if !o.found && o.unseen.Name != "" {
+			// Another node's ring gives the key to a node this one has not
+			// seen join: counting it here would count it beside that
+			// owner. The key stays unsettled until this ring catches up.
+			return o, nil
+		}
 		if o.found || o.err == nil {
 			v.pending.settle(hash)
 			o.err = nil
@@ -65,7 +72,33 @@ func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreacha
 		return o, nil
 	})
 	o, _ := out.(fetchOutcome)
+	if !o.found && o.unseen.Name != "" {
+		return o.unseen, &unseenOwnerError{o.unseen}
+	}
 	return o.refusedBy, o.err
+}
+
+// unseenOwnerError is awaitState's answer for a key that a holder's ring
+// gives to a node this node's ring lacks: the check goes there.
+type unseenOwnerError struct{ owner ring.Member }
+
+func (e *unseenOwnerError) Error() string {
+	return "limiter: the key's owner is " + e.owner.Name + ", which this node has not seen join"
+}
+
+// unseen reports whether m is a node that this node's ring lacks and that
+// has not left it lately: one this node has not seen join yet.
+func (l *Limiter) unseen(m ring.Member) bool {
+	if m.Name == "" || m.Name == l.name {
+		return false
+	}
+	if v := l.view.Load(); v != nil && v.ring != nil {
+		if _, ok := v.ring.Member(m.Name); ok {
+			return false
+		}
+	}
+	_, left := l.departed.get(m.Name, time.Now())
+	return !left
 }
 
 // fetchOutcome is what fetching one key from its holders found: whether
@@ -75,11 +108,17 @@ type fetchOutcome struct {
 	found     bool
 	refusedBy ring.Member
 	err       error
+	// unseen is an owner of the key, by a holder's ring, that this node's
+	// ring lacks (it has not seen it join); "" if none.
+	unseen ring.Member
 }
 
 // and combines two outcomes of the same key.
 func (o fetchOutcome) and(p fetchOutcome) fetchOutcome {
 	o.found = o.found || p.found
+	if o.unseen.Name == "" {
+		o.unseen = p.unseen
+	}
 	if o.err == nil {
 		o.refusedBy, o.err = p.refusedBy, p.err
 	}
@@ -135,7 +174,7 @@ func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Memb
 	var mu sync.Mutex
 	var out fetchOutcome
 	fetch := func(from ring.Member) {
-		entries, err := l.peers.Fetch(fctx, from, []uint64{hash})
+		entries, hints, err := l.peers.Fetch(fctx, from, []uint64{hash})
 		if errors.Is(err, ErrNotMember) {
 			l.log.Debug("holder has not seen this node yet; its keys answer from their failure mode", "from", from.Name)
 			mu.Lock()
@@ -161,6 +200,11 @@ func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Memb
 		}
 		mu.Lock()
 		out.found = out.found || len(entries) > 0
+		for _, h := range hints {
+			if h.Hash == hash && out.unseen.Name == "" && l.unseen(h.Owner) {
+				out.unseen = h.Owner
+			}
+		}
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup

@@ -56,12 +56,20 @@ func FallBackBeforeDeadline(ctx context.Context) context.Context {
 // peerContext is the context of a call to an owner: ctx, with its deadline
 // moved earlier by the reserve when ctx is marked FallBackBeforeDeadline.
 func peerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return reserveContext(ctx, 1)
+}
+
+// reserveContext is ctx with its deadline moved earlier by reserve/div
+// when ctx is marked FallBackBeforeDeadline (peerContext: div 1). A call
+// to a key's heir after its owner did not answer gets div 2: half of what
+// the owner's call left, and still the other half for the local share.
+func reserveContext(ctx context.Context, div time.Duration) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
 	if !ok || ctx.Value(fallBackKey{}) == nil {
 		return ctx, func() {}
 	}
 	reserve := min(max(time.Until(dl)/10, minReserve), maxReserve)
-	return context.WithDeadline(ctx, dl.Add(-reserve))
+	return context.WithDeadline(ctx, dl.Add(-reserve/div))
 }
 
 // groupByOwner splits jobs by owner, keeping their order within a group.
@@ -118,7 +126,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 			if o, _ := l.route(nv, j.hash); o.Name != owner.Name {
 				retry = append(retry, *j)
 			} else {
-				l.unreachable(ctx, nv, hops, j, owner, err, now)
+				l.unreachableAll(ctx, nv, hops, []*job{j}, owner, err, now)
 			}
 		}
 		if len(retry) > 0 {
@@ -126,9 +134,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		}
 		return
 	}
-	for _, j := range jobs {
-		l.unreachable(ctx, v, hops, j, owner, err, now)
-	}
+	l.unreachableAll(ctx, v, hops, jobs, owner, err, now)
 }
 
 // unreachable answers a job whose owner could not be reached. A node that

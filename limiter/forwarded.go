@@ -27,14 +27,18 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))
 	now := l.clock().UnixNano()
-	returns := false
+	returns, acting := false, false
 	for i, it := range items {
-		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, res: &results[i]}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, acting: it.Acting, res: &results[i]}
 		returns = returns || it.Return != 0
+		acting = acting || it.Acting
 	}
-	if returns {
+	switch {
+	case acting:
+		l.decideActing(ctx, l.view.Load(), hops, jobs, now)
+	case returns:
 		l.checkWithReturns(ctx, hops, items, jobs, now)
-	} else {
+	default:
 		l.decide(ctx, l.view.Load(), hops+1, hops >= 1, jobs, now)
 	}
 	for i := range results {
@@ -65,7 +69,8 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 }
 
 // FetchMoved removes and returns the states of hashes for node from, their
-// new owner. Keys this node still owns by its own ring (it has not seen
+// new owner, and names the owners this node's ring gives the hashes it
+// holds nothing of, when they are neither from nor this node. Keys this node still owns by its own ring (it has not seen
 // the change yet) are remembered as moved, so their checks go to from and
 // are never counted afresh here; keys it had adopted are not decided here
 // any more; the others go to their owner on this ring anyway.
@@ -77,15 +82,15 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // is no node of the cluster); one that asks only for keys this node holds
 // nothing of gets an empty answer, as a member would, so that a newcomer
 // that these nodes have not seen yet need not wait for them.
-func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error) {
+func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
 	if !l.admits(from, members) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
 			if l.store.Has(now, h) {
-				return nil, l.refuse("Fetch", from)
+				return nil, nil, l.refuse("Fetch", from)
 			}
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	l.adopted.release(hashes)
 	v := l.view.Load()
@@ -98,7 +103,22 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 			l.moved.add(h, to)
 		}
 	}
-	return l.store.Extract(l.clock().UnixNano(), hashes), nil
+	entries := l.replicaOf(hashes, l.store.Extract(l.clock().UnixNano(), hashes))
+	return entries, ownerHints(v, l.name, from, hashes, entries), nil
+}
+
+// ownerHints names, for each of hashes without a state in entries, its
+// owner on v's ring when that is neither asker nor self (see fetch.go).
+func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.Entry) []OwnerHint {
+	var hints []OwnerHint
+	for _, h := range hashes {
+		m, _ := v.owner(self, h)
+		if m.Name == self || m.Name == asker || m.Name == "" || slices.ContainsFunc(entries, func(e store.Entry) bool { return e.Key == h }) {
+			continue
+		}
+		hints = append(hints, OwnerHint{Hash: h, Owner: m})
+	}
+	return hints
 }
 
 // AcceptHandoff merges states pushed by node from, their previous owner,
@@ -223,7 +243,7 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 	for round := 0; round < 4; round++ {
 		var leaving []string
 		var n int
-		n, leaving, err = l.handOffTo(ctx, r)
+		n, leaving, err = l.handOffTo(ctx, v, r)
 		moved += n
 		if len(leaving) == 0 || ctx.Err() != nil {
 			break
@@ -249,7 +269,7 @@ func (l *Limiter) HandOff(ctx context.Context) (int, error) {
 
 // handOffTo is one round of HandOff with the owners of ring r. It returns
 // the states moved and the owners that refused because they are leaving.
-func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, error) {
+func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []string, error) {
 	owner := func(k uint64) (ring.Member, bool) {
 		m, ok := r.Owner(k)
 		return m, !ok || m.Name == l.name || l.adopted.has(k)
@@ -307,6 +327,9 @@ func (l *Limiter) handOffTo(ctx context.Context, r *ring.Ring) (int, []string, e
 	if err := ctx.Err(); err != nil {
 		return moved, nil, err
 	}
+	// Copies of a departed owner's keys go to their new owners before
+	// this node tells them it is done with those partitions.
+	l.pushOrphans(ctx, v, r)
 	// Tell every owner which partitions this node has finished with, but
 	// for those of keys it has adopted: their owner on r handed them here
 	// (its ring disagreed) and must fetch them from here when its ring

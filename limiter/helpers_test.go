@@ -30,6 +30,11 @@ func keys(n int) []string {
 	return out
 }
 
+// noReplicas configures a node without replication: an unreachable
+// owner's keys are answered by the local share (the heir acts for it
+// otherwise, see acting_test.go).
+func noReplicas(cfg *limiter.Config) { cfg.Replicas = -1 }
+
 // spend takes cost of lim for every key through node on; each must be
 // allowed.
 func spend(t *testing.T, c *limitertest.Cluster, on string, ks []string, lim bucket.Limit, cost int64) {

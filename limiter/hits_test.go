@@ -92,7 +92,7 @@ func TestHitsCostAboveLimit(t *testing.T) {
 // answers from the local share (the limit over the nodes), counting every
 // hit as the owner would.
 func TestHitsFallbackLocalShare(t *testing.T) {
-	c := limitertest.NewCluster(t, func(cfg *limiter.Config) { cfg.FetchTimeout = 50 * time.Millisecond }, names(2)...)
+	c := limitertest.NewCluster(t, func(cfg *limiter.Config) { cfg.FetchTimeout = 50 * time.Millisecond; cfg.Replicas = -1 }, names(2)...)
 	ks := c.KeysOwnedBy("n0", "n1", "cut", limiter.Request{Limit: hits}, 2)
 	key := ks[0]
 	c.Net.Cut("n0", "n1")

@@ -47,6 +47,7 @@ type Limiter struct {
 	grants       *grant.Holder
 	ledger       grantLedger // the grants this node issued (see grantreturn.go)
 	reports      reports     // fallback admissions to report (see reconcile.go)
+	repl         replication // copies of states for heirs (see replicate.go)
 	metrics      *metrics
 }
 
@@ -84,7 +85,11 @@ func (l *Limiter) Sweep() int {
 	l.grants.Sweep(now)
 	l.ledger.sweep(now)
 	l.returnIdleGrants(now)
-	return l.store.Sweep(now) + l.shares.Sweep(now)
+	n := l.store.Sweep(now) + l.shares.Sweep(now)
+	if l.repl.copies != nil {
+		n += l.repl.copies.Sweep(now) + l.repl.acting.Sweep(now)
+	}
+	return n
 }
 
 // resolved is a validated request item.

@@ -52,6 +52,10 @@ type Forwarded struct {
 	// admitted in its local share while the owner was unreachable, counted
 	// now on the owner (see reconcile.go).
 	Report bool
+	// Acting makes the item a check for the key's first heir to decide on
+	// its replica, the owner being unreachable from the sender (see
+	// acting.go).
+	Acting bool
 }
 
 // Answer is an owner's answer to one Forwarded item.
@@ -68,6 +72,15 @@ type Answer struct {
 	// recorded, not returnable).
 	GrantID uint64
 	Issuer  string
+}
+
+// OwnerHint is the owner of a key by the ring of a node that was asked for
+// the key's state and holds none: given when it is neither the asker nor
+// that node. An asker whose ring lacks that owner has not seen it join
+// (see fetch.go).
+type OwnerHint struct {
+	Hash  uint64
+	Owner ring.Member
 }
 
 // Peers reaches the other nodes of the cluster (transport's peer client
@@ -88,9 +101,13 @@ type Peers interface {
 	// when node to holds no such lease of the item's key.
 	Release(ctx context.Context, to ring.Member, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error)
 	// Fetch moves the states of keys from node from (their previous owner)
-	// to the caller.
-	Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error)
+	// to the caller, and names the owners node from's ring gives the keys
+	// it holds nothing of, when they are neither the caller nor itself.
+	Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []OwnerHint, error)
 	// Handoff pushes states to node to, their new owner, and tells it which
 	// partitions this node has finished handing off.
 	Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error
+	// Replicate sends copies of states this node owns to node to, an heir
+	// of their keys (see replicate.go).
+	Replicate(ctx context.Context, to ring.Member, entries []store.Entry) error
 }

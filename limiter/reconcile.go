@@ -75,6 +75,15 @@ func (r *reports) add(hash uint64, lim bucket.Limit, units int64) int {
 	return dropped
 }
 
+// drop forgets the reports of keys.
+func (r *reports) drop(keys []uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		delete(r.m, k) // r.order keeps a stale entry, compacted later
+	}
+}
+
 // take removes and returns every report.
 func (r *reports) take() map[uint64]*report {
 	r.mu.Lock()

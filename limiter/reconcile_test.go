@@ -45,7 +45,7 @@ func TestFallbackReconciled(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+			c := limitertest.NewCluster(t, noReplicas, "n0", "n1", "n2")
 			ctx := context.Background()
 			key := c.KeysOwnedBy("n1", "n0", "rec", limiter.Request{Limit: tc.lim}, 1)[0]
 			req := limiter.Request{Key: key, Limit: tc.lim, FailureMode: tc.mode, Cost: 1}

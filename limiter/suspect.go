@@ -22,10 +22,11 @@ type suspects map[string]error
 
 // SetSuspects replaces the members this node suspects (the node's
 // membership reports them: they stopped answering its probes but are
-// still on the ring). Checks, grant requests and leases of keys they own
-// are answered at once by their failure mode (fallback.go), as if the
-// call had failed with an error wrapping ErrSuspect, ErrPeerUnavailable
-// and ErrNotSent, without spending the caller's deadline on them; keys
+// still on the ring). Calls that decide keys (checks, grant requests,
+// leases) to a suspect fail at once with an error wrapping ErrSuspect,
+// ErrPeerUnavailable and ErrNotSent, so its keys are answered as for an
+// unreachable owner (the heir, acting.go, then the failure mode,
+// fallback.go) without spending the caller's deadline on it; keys
 // whose state may be on a suspect are still fetched from it (a fetch
 // given up loses the state). An empty list ends the suspicion: calls go to
 // the owners again. Safe for concurrent use with checks.

@@ -175,6 +175,15 @@ type Config struct {
 	Store store.Config
 	// SweepInterval is how often expired states are dropped from the store.
 	SweepInterval time.Duration
+	// Replicas is how many heirs of each key (the nodes that take it over
+	// if its owner dies) keep a copy of its state, from 0 (off) to
+	// limiter.MaxReplicas; DefaultConfig: 1. See docs/failure.md.
+	Replicas int
+	// ReplicationInterval is how often the states changed since the last
+	// round are sent to their heirs: a kill -9 of an owner loses what it
+	// admitted in at most this long. Must be > 0 with Replicas;
+	// DefaultConfig: 50ms.
+	ReplicationInterval time.Duration
 	// ShutdownTimeout bounds the drain of in-flight calls on shutdown.
 	ShutdownTimeout time.Duration
 	// Clock returns the current time; nil means time.Now. Tests inject a fake.
@@ -214,6 +223,9 @@ func DefaultConfig() Config {
 		Store:           st,
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
+
+		Replicas:            limiter.DefaultReplicas,
+		ReplicationInterval: 50 * time.Millisecond,
 
 		RLSLimitHeader:     api.DefaultLimitHeader,
 		RLSRemainingHeader: api.DefaultRemainingHeader,
@@ -259,6 +271,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: LeaveLinger: must be >= 0", ErrInvalidConfig)
 	case c.SweepInterval <= 0:
 		return fmt.Errorf("%w: SweepInterval: must be > 0", ErrInvalidConfig)
+	case c.Replicas < 0 || c.Replicas > limiter.MaxReplicas:
+		return fmt.Errorf("%w: Replicas: must be from 0 (off) to %d, got %d", ErrInvalidConfig, limiter.MaxReplicas, c.Replicas)
+	case c.Replicas > 0 && c.ReplicationInterval <= 0:
+		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with Replicas %d", ErrInvalidConfig, c.Replicas)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("%w: ShutdownTimeout: must be > 0", ErrInvalidConfig)
 	case c.RLSMaxMetricKeys < 0:

@@ -60,7 +60,9 @@ func TestFallbackModes(t *testing.T) {
 		f    node.Fault
 	}{{"grpc port closed", node.FaultGRPCDown}, {"process gone", node.FaultCrash}} {
 		t.Run(fault.name, func(t *testing.T) {
-			tc := newTestCluster(t, 3)
+			// Without replication: the local share answers (with it, the
+			// key's heir does: replication_test.go).
+			tc := newTestCluster0(t, 3, func(c *node.Config) { c.Replicas = 0 })
 			c := newClient(t, tc.nodes[0].GRPCAddr())
 			owner := tc.nodes[2]
 			local := client.Limit{Limit: 30, Period: time.Hour, FailureMode: client.FailLocal}

@@ -55,6 +55,28 @@ func (n *Node) registerNodeMetrics(reg prometheus.Registerer) (prometheus.Counte
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: g.name, Help: g.help},
 			func() float64 { s := n.limiter.GrantStats(); return float64(g.of(&s)) }))
 	}
+	// Replication, read from limiter.ReplicaStats at each scrape.
+	for _, r := range []struct {
+		name, help string
+		of         func(s *limiter.ReplicaStats) uint64
+	}{
+		{"sluice_replica_states_sent_total", "States this node copied to their keys' heirs.",
+			func(s *limiter.ReplicaStats) uint64 { return s.Sent }},
+		{"sluice_replica_states_failed_total", "States whose copy to an heir failed (sent again when next changed).",
+			func(s *limiter.ReplicaStats) uint64 { return s.Failed }},
+		{"sluice_replica_states_received_total", "Copies of other owners' states this node took as an heir.",
+			func(s *limiter.ReplicaStats) uint64 { return s.Received }},
+		{"sluice_replica_states_promoted_total", "Copies this node took over as its own states when their owner left the ring without handing off.",
+			func(s *limiter.ReplicaStats) uint64 { return s.Promoted }},
+		{"sluice_replica_states_pushed_total", "Copies this node handed to a departed owner's new owner.",
+			func(s *limiter.ReplicaStats) uint64 { return s.Pushed }},
+	} {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: r.name, Help: r.help},
+			func() float64 { s := n.limiter.ReplicaStats(); return float64(r.of(&s)) }))
+	}
+	cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_replica_states",
+		Help: "Copies of other owners' states this node holds as an heir."},
+		func() float64 { return float64(n.limiter.ReplicaStats().Held) }))
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -74,6 +74,16 @@ func TestMetricsBuildMembersGrants(t *testing.T) {
 			t.Errorf("%s = %q, want %q", prefix, got, v)
 		}
 	}
+	// Replication's counters are there (their values depend on which of
+	// the two nodes owns "m": TestClusterKillKeepsReplicatedCounters
+	// checks what they count).
+	for _, name := range []string{"sluice_replica_states_sent_total", "sluice_replica_states_failed_total",
+		"sluice_replica_states_received_total", "sluice_replica_states_promoted_total",
+		"sluice_replica_states_pushed_total", "sluice_replica_states"} {
+		if sample(lines, name) == "" {
+			t.Errorf("no %s in /metrics", name)
+		}
+	}
 	// At least the join of the second node rebuilt the ring.
 	if got := sample(lines, "sluice_ring_changes_total"); got == "" || got == "0" {
 		t.Errorf("sluice_ring_changes_total = %q, want > 0", got)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,6 +131,7 @@ func New(cfg Config) (n *Node, err error) {
 		// it must give up well before the forwarder's own peer deadline.
 		FetchTimeout: max(cfg.PeerTimeout/4, 10*time.Millisecond),
 		Grants:       cfg.Grants,
+		Replicas:     cmp.Or(cfg.Replicas, -1), // 0 is off here, the default there
 		Policies:     set,
 		Registerer:   reg,
 		Logger:       log,
@@ -383,6 +385,9 @@ func (n *Node) Run(ctx context.Context) error {
 	g.Go(func() error { return n.cluster.Run(gctx) })
 	g.Go(func() error { n.handoffLoop(gctx); return nil })
 	g.Go(func() error { n.sweepLoop(gctx); return nil })
+	if n.cfg.Replicas > 0 {
+		g.Go(func() error { n.replicateLoop(gctx); return nil })
+	}
 	g.Go(func() error { n.activityLoop(gctx); return nil })
 	if n.rlsLoad != nil {
 		g.Go(func() error { return n.rlsLoad.Run(gctx) })
@@ -411,6 +416,21 @@ func (n *Node) handoffLoop(ctx context.Context) {
 			if _, err := n.limiter.HandOff(ctx); err != nil && ctx.Err() == nil {
 				n.log.Warn("handoff incomplete", "err", err)
 			}
+		}
+	}
+}
+
+// replicateLoop sends the states changed since the last round to their
+// heirs every ReplicationInterval.
+func (n *Node) replicateLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.ReplicationInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.limiter.Replicate(ctx)
 		}
 	}
 }

@@ -286,7 +286,7 @@ func withRLS(c node.Config, path string) node.Config {
 func TestRLSOwnerUnreachable(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "web.yaml"), rlsYAML(30, "hour"))
-	tc := newTestCluster0(t, 3, func(c *node.Config) { c.RLSConfig = dir })
+	tc := newTestCluster0(t, 3, func(c *node.Config) { c.RLSConfig, c.Replicas = dir, 0 }) // the local share: no heir acts
 	n0, owner := tc.nodes[0], tc.nodes[2]
 	// The counter's key is the reference's cache key; ask its owner through
 	// sluice.v1 with the same inline limit.

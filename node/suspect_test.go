@@ -26,17 +26,40 @@ func stateOf(t *testing.T, c *client.Client, name string) string {
 	return "absent"
 }
 
+// servedChecks is the number of Check calls node n served for other
+// nodes (sluice_peer_served_duration_seconds_count{method="Check"}).
+func servedChecks(t *testing.T, n *node.Node) string {
+	t.Helper()
+	return sample(scrape(t, n), `sluice_peer_served_duration_seconds_count{method="Check"}`)
+}
+
 // A member that stops answering probes (its gossip packets muted; its
 // gRPC port still answers, and memberlist keeps it a member) is suspect
 // to the others within a few probe intervals: the Membership API and
-// sluice_members show it, the ring keeps it, and its keys are answered by
-// their failure mode at once, without a call to it. When it answers again
-// it is alive and its keys go to it again, with its count untouched.
+// sluice_members show it, the ring keeps it, and its keys are answered as
+// if it were unreachable at once, without a call to it: by the key's heir
+// (on its copy of the count) with replication, by the local share
+// without. When it answers again it is alive and its keys go to it again.
 func TestSuspectMemberAnsweredByFallback(t *testing.T) {
-	tc := newTestCluster(t, 3)
+	for _, tcase := range []struct {
+		name     string
+		replicas int
+		allowed  int // of 12 checks of cost 1, after 1 on the owner, of a limit of 30
+	}{
+		{"heir", 1, 12},        // the heir's copy: 29 left
+		{"local share", 0, 10}, // 30 / 3 nodes
+	} {
+		t.Run(tcase.name, func(t *testing.T) {
+			testSuspectMember(t, tcase.replicas, tcase.allowed)
+		})
+	}
+}
+
+func testSuspectMember(t *testing.T, replicas, wantAllowed int) {
+	tc := newTestCluster0(t, 3, func(c *node.Config) { c.Replicas = replicas })
 	n, owner := tc.nodes[0], tc.nodes[2]
 	c := newClient(t, n.GRPCAddr())
-	lim := client.Limit{Limit: 30, Period: time.Hour, FailureMode: client.FailLocal} // local share 10
+	lim := client.Limit{Limit: 30, Period: time.Hour, FailureMode: client.FailLocal}
 	key := keysOwnedBy(t, c, owner.Name(), "sus", 1, lim)[0]
 	check := func() client.Result {
 		t.Helper()
@@ -51,6 +74,12 @@ func TestSuspectMemberAnsweredByFallback(t *testing.T) {
 	}
 	if got := sample(scrape(t, n), `sluice_members{state="suspect"}`); got != "0" {
 		t.Fatalf(`sluice_members{state="suspect"} = %q before the fault, want 0`, got)
+	}
+	if replicas > 0 { // the heir's copy of the owner's count
+		waitFor(t, 5*time.Second, "the owner's count replicated", func() bool {
+			got := sample(scrape(t, owner), "sluice_replica_states_sent_total")
+			return got != "" && got != "0"
+		})
 	}
 
 	start := time.Now()
@@ -67,8 +96,9 @@ func TestSuspectMemberAnsweredByFallback(t *testing.T) {
 		t.Fatalf("%s dropped from the ring while only suspect", owner.Name())
 	}
 
-	forwarded := n.PeerStats().ForwardedItems
+	served := servedChecks(t, owner)
 	allowed := 0
+	start = time.Now()
 	for i := range 12 {
 		r := check()
 		if r.Source != "fallback" || r.Owner != owner.Name() || r.Err != nil {
@@ -78,11 +108,12 @@ func TestSuspectMemberAnsweredByFallback(t *testing.T) {
 			allowed++
 		}
 	}
-	if allowed != 10 {
-		t.Errorf("%d of 12 allowed by the local share, want 10", allowed)
+	t.Logf("12 checks of a suspect owner's key answered in %v", time.Since(start).Round(time.Millisecond))
+	if allowed != wantAllowed {
+		t.Errorf("%d of 12 allowed, want %d", allowed, wantAllowed)
 	}
-	if got := n.PeerStats().ForwardedItems; got != forwarded {
-		t.Errorf("%d items forwarded while the owner was suspect, want none", got-forwarded)
+	if got := servedChecks(t, owner); got != served {
+		t.Errorf("the suspect owner served Check calls: %s, then %s; want none", served, got)
 	}
 
 	owner.Inject(node.FaultGossipUnmute)

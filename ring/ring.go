@@ -14,6 +14,7 @@ import (
 // Ring, which the caller swaps in whole (for example with an
 // atomic.Pointer[Ring]).
 type Ring struct {
+	cfg     Config   // with defaults applied, to rebuild without members (Heirs)
 	pc      uint64   // partition count, as a divisor
 	members []Member // sorted by Name
 	// owners[p] is the index in members of partition p's owner; nil when
@@ -58,7 +59,7 @@ func New(cfg Config, members []Member) (*Ring, error) {
 		return nil, fmt.Errorf("%w: PartitionCount %d is less than the number of members, %d",
 			ErrInvalidConfig, cfg.PartitionCount, len(sorted))
 	}
-	r := &Ring{pc: uint64(cfg.PartitionCount), members: sorted, counts: make([]int, len(sorted))}
+	r := &Ring{cfg: cfg, pc: uint64(cfg.PartitionCount), members: sorted, counts: make([]int, len(sorted))}
 	if len(sorted) == 0 {
 		return r, nil
 	}

@@ -22,7 +22,18 @@ type Config struct {
 	// When reached, new keys are refused with ErrFull (live ones are never
 	// evicted). See Stats.Bytes for what the estimate covers.
 	MaxBytes int64
+	// TrackChanges keeps a log of the keys written since the last
+	// ExportChanged, for replicating them (see changes.go). Off, writes
+	// cost nothing extra.
+	TrackChanges bool
+	// MaxChanges bounds that log: the most keys it holds across all
+	// shards (default DefaultMaxChanges). A shard whose share fills up
+	// exports all its keys at the next ExportChanged instead.
+	MaxChanges int
 }
+
+// DefaultMaxChanges is Config.MaxChanges when 0: 256Ki keys, 2 MiB.
+const DefaultMaxChanges = 1 << 18
 
 // DefaultConfig returns the default configuration: 4096 shards, no memory
 // cap.
@@ -34,6 +45,9 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	if c.Shards == 0 {
 		c.Shards = DefaultShards
+	}
+	if c.MaxChanges == 0 {
+		c.MaxChanges = DefaultMaxChanges
 	}
 	return c
 }
@@ -48,6 +62,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Shards must be <= %d, got %d", ErrInvalidConfig, MaxShards, c.Shards)
 	case bits.OnesCount(uint(c.Shards)) != 1:
 		return fmt.Errorf("%w: Shards must be a power of two, got %d", ErrInvalidConfig, c.Shards)
+	case c.MaxChanges < 0:
+		return fmt.Errorf("%w: MaxChanges must be >= 0 (0 = default), got %d", ErrInvalidConfig, c.MaxChanges)
 	case c.MaxBytes < 0:
 		return fmt.Errorf("%w: MaxBytes must be >= 0 (0 = no cap), got %d", ErrInvalidConfig, c.MaxBytes)
 	}

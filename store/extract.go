@@ -116,3 +116,16 @@ func deleteKey(sh *shard, key uint64) (removed, freed int64) {
 	}
 	return removed, freed
 }
+
+// Copy returns copies of the live states of the given keys (all
+// algorithms), leaving them in place.
+func (s *Store) Copy(now int64, keys []uint64) []Entry {
+	var out []Entry
+	for _, k := range keys {
+		sh := s.shardOf(k)
+		sh.mu.Lock()
+		out = exportShardKeys(out, sh, now, k)
+		sh.mu.Unlock()
+	}
+	return out
+}

@@ -66,7 +66,7 @@ func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucke
 		s.forget(tokenEntryBytes)
 	case next != old:
 		sh.tokens[key] = next
-		sh.noteExpiry(next.ExpiresAt())
+		s.noteToken(sh, key, next)
 	}
 	return given, res, nil
 }

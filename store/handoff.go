@@ -137,7 +137,15 @@ func exportShard(buf []Entry, sh *shard, now int64, keep func(uint64) bool) []En
 // state this node could not have made at now) is refused with an error
 // wrapping ErrInvalidEntry and changes nothing. Slices of e are copied,
 // never retained.
-func (s *Store) Import(e Entry, now int64) error {
+func (s *Store) Import(e Entry, now int64) error { return s.put(e, now, true) }
+
+// Replace stores e as key e.Key's state of e.Algorithm, in place of any
+// it had (a replica from the key's owner, whose state is the truth). It
+// refuses what Import refuses, and ignores a zero state likewise.
+func (s *Store) Replace(e Entry, now int64) error { return s.put(e, now, false) }
+
+// put is Import (merge) or Replace.
+func (s *Store) put(e Entry, now int64, merge bool) error {
 	if err := e.Validate(now); err != nil {
 		return err
 	}
@@ -150,7 +158,7 @@ func (s *Store) Import(e Entry, now int64) error {
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		old, ok := sh.tokens[e.Key]
-		if ok && old.ExpiresAt() > now {
+		if merge && ok && old.ExpiresAt() > now {
 			e.Token = mergeToken(old, e.Token)
 		}
 		if !ok {
@@ -162,17 +170,17 @@ func (s *Store) Import(e Entry, now int64) error {
 			}
 		}
 		sh.tokens[e.Key] = e.Token
-		sh.noteExpiry(e.Token.ExpiresAt())
+		s.noteToken(sh, e.Key, e.Token)
 	case bucket.FixedWindow:
-		return s.importWindow(sh, &sh.fixed, e.Key, e.Window, false, now)
+		return s.importWindow(sh, &sh.fixed, e.Key, e.Window, false, now, merge)
 	case bucket.SlidingWindow:
-		return s.importWindow(sh, &sh.sliding, e.Key, e.Window, true, now)
+		return s.importWindow(sh, &sh.sliding, e.Key, e.Window, true, now, merge)
 	case bucket.FixedWindowHits:
-		return s.importWindow(sh, &sh.hits, e.Key, e.Window, false, now)
+		return s.importWindow(sh, &sh.hits, e.Key, e.Window, false, now, merge)
 	case bucket.SlidingLog:
 		st := logState{entries: liveLog(e.Log.Entries, e.Period, now), period: e.Period}
 		old, ok := sh.logs[e.Key]
-		if ok && old.expiresAt() > now {
+		if merge && ok && old.expiresAt() > now {
 			st.period = max(st.period, old.period)
 			st.entries = unionLog(liveLog(old.entries, old.period, now), st.entries)
 		}
@@ -187,11 +195,11 @@ func (s *Store) Import(e Entry, now int64) error {
 			}
 		}
 		sh.logs[e.Key] = st
-		sh.noteExpiry(st.expiresAt())
+		s.noteWrite(sh, e.Key, st.expiresAt())
 	case bucket.Concurrency:
 		st := bucket.LeaseState{Leases: unionLeases(nil, e.Leases.Leases, now)}
 		old, ok := sh.leases[e.Key]
-		if ok && old.ExpiresAt() > now {
+		if merge && ok && old.ExpiresAt() > now {
 			st.Leases = unionLeases(old.Leases, st.Leases, now)
 		}
 		if ok {
@@ -205,15 +213,15 @@ func (s *Store) Import(e Entry, now int64) error {
 			}
 		}
 		sh.leases[e.Key] = st
-		sh.noteExpiry(st.ExpiresAt())
+		s.noteWrite(sh, e.Key, st.ExpiresAt())
 	}
 	return nil
 }
 
 // importWindow is Import for fixed, sliding and hits windows.
-func (s *Store) importWindow(sh *shard, m *map[uint64]bucket.WindowState, key uint64, w bucket.WindowState, sliding bool, now int64) error {
+func (s *Store) importWindow(sh *shard, m *map[uint64]bucket.WindowState, key uint64, w bucket.WindowState, sliding bool, now int64, merge bool) error {
 	old, ok := (*m)[key]
-	if ok && old.ExpiresAt() > now {
+	if merge && ok && old.ExpiresAt() > now {
 		w = mergeWindow(old, w, sliding)
 	}
 	if !ok {
@@ -225,7 +233,7 @@ func (s *Store) importWindow(sh *shard, m *map[uint64]bucket.WindowState, key ui
 		}
 	}
 	(*m)[key] = w
-	sh.noteExpiry(w.ExpiresAt())
+	s.noteWrite(sh, key, w.ExpiresAt())
 	return nil
 }
 

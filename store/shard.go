@@ -125,7 +125,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 	case ok:
 		if next != old {
 			sh.tokens[key] = next
-			sh.noteExpiry(next.ExpiresAt())
+			s.noteToken(sh, key, next)
 		}
 	case !res.Allowed || cost == 0: // a new key is never inserted by a read or a deny
 	default:
@@ -136,7 +136,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 			sh.tokens = make(map[uint64]bucket.TokenState)
 		}
 		sh.tokens[key] = next
-		sh.noteExpiry(next.ExpiresAt())
+		s.noteToken(sh, key, next)
 	}
 	return res, nil
 }
@@ -167,7 +167,7 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 	case ok:
 		if next != old {
 			(*m)[key] = next
-			sh.noteExpiry(next.ExpiresAt())
+			s.noteWrite(sh, key, next.ExpiresAt())
 		}
 	case cost == 0 || !res.Allowed && !countsDenied:
 	default:
@@ -178,7 +178,7 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 			*m = make(map[uint64]bucket.WindowState)
 		}
 		(*m)[key] = next
-		sh.noteExpiry(next.ExpiresAt())
+		s.noteWrite(sh, key, next.ExpiresAt())
 	}
 	return res, nil
 }
@@ -210,7 +210,7 @@ func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64) 
 		st.entries = compact(st.entries)
 		sh.logs[key] = st
 		s.bytes.Add(logBytes(st.entries) - oldBytes)
-		sh.noteExpiry(st.expiresAt())
+		s.noteWrite(sh, key, st.expiresAt())
 	case !res.Allowed || cost == 0:
 	default:
 		st.entries = compact(st.entries)
@@ -221,7 +221,7 @@ func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64) 
 			sh.logs = make(map[uint64]logState)
 		}
 		sh.logs[key] = st
-		sh.noteExpiry(st.expiresAt())
+		s.noteWrite(sh, key, st.expiresAt())
 	}
 	return res, nil
 }
@@ -279,7 +279,7 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 		next.Leases = compact(next.Leases)
 		sh.leases[key] = next
 		s.bytes.Add(leaseBytes(next.Leases) - oldBytes)
-		sh.noteExpiry(next.ExpiresAt())
+		s.noteWrite(sh, key, next.ExpiresAt())
 	case !ok:
 	default:
 		next.Leases = compact(next.Leases)
@@ -290,7 +290,7 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 			sh.leases = make(map[uint64]bucket.LeaseState)
 		}
 		sh.leases[key] = next
-		sh.noteExpiry(next.ExpiresAt())
+		s.noteWrite(sh, key, next.ExpiresAt())
 	}
 	if !ok {
 		id = LeaseID{}
@@ -345,7 +345,7 @@ func (s *Store) release(sh *shard, key uint64, l bucket.Limit, now int64, id Lea
 		next.Leases = compact(next.Leases)
 		sh.leases[key] = next
 		s.bytes.Add(leaseBytes(next.Leases) - oldBytes)
-		sh.noteExpiry(next.ExpiresAt())
+		s.noteWrite(sh, key, next.ExpiresAt())
 	}
 	return released, res, nil
 }

@@ -16,6 +16,10 @@ type Store struct {
 	shards   []shard
 	shift    uint // 64 - log2(len(shards)): shard index = mix(key) >> shift
 	maxBytes int64
+	// changes[i] is the change log of shards[i], guarded by its lock; nil
+	// unless Config.TrackChanges (see changes.go).
+	changes    []changeLog
+	maxChanges int // per shard
 
 	// Counters, on their own cache line: they change only when a key is
 	// inserted, removed or resized, never on the hot path of an existing
@@ -44,6 +48,10 @@ func New(cfg Config) (*Store, error) {
 	}
 	for i := range s.shards {
 		s.shards[i].sweepAt = math.MaxInt64
+	}
+	if cfg.TrackChanges {
+		s.changes = make([]changeLog, cfg.Shards)
+		s.maxChanges = max(16, cfg.MaxChanges/cfg.Shards)
 	}
 	return s, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
-	"github.com/sluice-rl/sluice/store"
 )
 
 // Defaults of PeerClientConfig.
@@ -89,7 +88,7 @@ type PeerClient struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // sender goroutines
 	checkPool wire.Pool[limiter.Forwarded, limiter.Answer]
-	fetchPool wire.Pool[uint64, store.Entry]
+	fetchPool wire.Pool[uint64, fetched]
 
 	mu     sync.RWMutex
 	peers  map[string]*peerConn // by name

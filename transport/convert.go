@@ -34,6 +34,7 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	item.ReturnGrant = f.Return
 	item.Credit = f.Credit
 	item.Report = f.Report
+	item.Acting = f.Acting
 	return item
 }
 
@@ -70,6 +71,7 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		Return: it.GetReturnGrant(),
 		Credit: it.GetCredit(),
 		Report: it.GetReport(),
+		Acting: it.GetActing(),
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError
@@ -87,6 +89,9 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		return &wire.FieldError{Field: "cost", Reason: "must be >= 0"}
 	case dst.Cost > limiter.MaxCost && dst.Limit.Algorithm != bucket.FixedWindowHits:
 		return &wire.FieldError{Field: "cost", Reason: fmt.Sprintf("must be <= %d", limiter.MaxCost)}
+	}
+	if dst.Acting && (dst.UpTo || dst.Credit || dst.Report || dst.Return != 0 || dst.Limit.Algorithm == bucket.Concurrency) {
+		return &wire.FieldError{Field: "acting", Reason: "only a plain check: not with up_to, return_grant, credit or report, nor of a concurrency limit"}
 	}
 	if dst.Report && (dst.UpTo || dst.Credit || dst.Return != 0 || dst.Limit.Algorithm == bucket.Concurrency) {
 		return &wire.FieldError{Field: "report", Reason: "a report is a plain count: not with up_to, return_grant or credit, nor of a concurrency limit"}

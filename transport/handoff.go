@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -33,16 +34,16 @@ const (
 // to the caller. Concurrent fetches from the same node are coalesced like
 // checks (adaptively, without BatchWindow). A state is returned to every
 // concurrent caller that asked for its hash.
-func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
+func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	if len(hashes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	p, err := c.peerFor(from)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p.br.rejects() {
-		return nil, p.circuitErr
+		return nil, nil, p.circuitErr
 	}
 	b := p.fetch
 	calls := make([]*fetchCall, 0, (len(hashes)+fetchBatch-1)/fetchBatch)
@@ -52,17 +53,20 @@ func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint6
 		calls = append(calls, pc)
 	}
 	var out []store.Entry
+	var hints []limiter.OwnerHint
 	err = b.do(ctx, calls, func(pc *fetchCall) {
-		if out == nil {
-			out = pc.Out
-		} else {
-			out = append(out, pc.Out...)
+		for _, f := range pc.Out {
+			if f.owner.Name != "" {
+				hints = append(hints, limiter.OwnerHint{Hash: f.Key, Owner: f.owner})
+			} else {
+				out = append(out, f.Entry)
+			}
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, hints, nil
 }
 
 // sendFetch is the Fetch batcher's flush: one RPC for calls, unless the
@@ -94,12 +98,19 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 		wire.FailAll(live, p.unavailable("Fetch", err))
 		return
 	}
-	entries := make([]store.Entry, 0, len(states))
+	entries := make([]fetched, 0, len(states))
 	for _, ks := range states {
 		var e store.Entry
 		if fromKeyState(&e, ks) == nil {
-			entries = append(entries, e)
+			entries = append(entries, fetched{Entry: e})
 		}
+	}
+	// Owner hints: only for hashes asked, with a name and a host:port.
+	for _, h := range resp.GetOwners() {
+		if !validHint(h) || len(entries) >= 2*len(hashes) || !slices.Contains(hashes, h.GetHash()) {
+			continue
+		}
+		entries = append(entries, fetched{Entry: store.Entry{Key: h.GetHash()}, owner: ring.Member{Name: h.GetName(), GRPCAddr: h.GetAddr()}})
 	}
 	if len(live) == 1 {
 		if pc := live[0]; pc.Claim() {
@@ -113,7 +124,7 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 		if !pc.Claim() {
 			continue
 		}
-		var out []store.Entry
+		var out []fetched
 		for i := range entries {
 			if !slices.Contains(pc.In, entries[i].Key) {
 				continue
@@ -131,6 +142,20 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 	}
 }
 
+// validHint reports whether an owner hint of a Fetch answer can name a
+// node: a name of at most maxHintName bytes and a host:port address.
+func validHint(h *sluicev1.OwnerHint) bool {
+	if n := len(h.GetName()); n == 0 || n > maxHintName {
+		return false
+	}
+	_, _, err := net.SplitHostPort(h.GetAddr())
+	return err == nil
+}
+
+// maxHintName bounds a node name in an owner hint (memberlist's names are
+// far shorter).
+const maxHintName = 256
+
 // Bounds of the Handoff RPC.
 const (
 	// handoffBytes and MaxHandoffStates bound one Handoff RPC, well below
@@ -147,6 +172,21 @@ const (
 // are not an error. Each RPC passes the peer's circuit breaker: an open
 // circuit fails the Handoff before its next RPC.
 func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
+	return c.handoff(ctx, to, entries, donePartitions, false)
+}
+
+// Replicate sends copies of states this node owns to node to, an heir of
+// their keys, over the Handoff RPC (replica set), in RPCs of at most about
+// 1 MiB, as Handoff does.
+func (c *PeerClient) Replicate(ctx context.Context, to ring.Member, entries []store.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	return c.handoff(ctx, to, entries, nil, true)
+}
+
+// handoff is Handoff, or Replicate when replica is set.
+func (c *PeerClient) handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int, replica bool) error {
 	if len(entries) == 0 && len(donePartitions) == 0 {
 		return nil
 	}
@@ -174,7 +214,7 @@ func (c *PeerClient) Handoff(ctx context.Context, to ring.Member, entries []stor
 			size += s
 			end++
 		}
-		req := &sluicev1.HandoffRequest{From: c.cfg.Self}
+		req := &sluicev1.HandoffRequest{From: c.cfg.Self, Replica: replica}
 		if end > start {
 			states := make([]sluicev1.KeyState, end-start)
 			req.States = make([]*sluicev1.KeyState, end-start)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -34,7 +36,7 @@ func TestPeerFetchAndHandoff(t *testing.T) {
 	if len(live) != int(bucket.LastAlgorithm) {
 		t.Fatalf("%d live sample entries, want one per algorithm", len(live))
 	}
-	got, err := c.Fetch(ctx, m, append(hashes, 12345))
+	got, _, err := c.Fetch(ctx, m, append(hashes, 12345))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestPeerFetchAndHandoff(t *testing.T) {
 	if !reflect.DeepEqual(got, live) {
 		t.Errorf("fetched\n %+v\nwant\n %+v", got, live)
 	}
-	if again, err := c.Fetch(ctx, m, hashes); err != nil || len(again) != 0 {
+	if again, _, err := c.Fetch(ctx, m, hashes); err != nil || len(again) != 0 {
 		t.Errorf("second fetch = %v, %v; want nothing (moved)", again, err)
 	}
 
@@ -65,8 +67,60 @@ func TestPeerFetchAndHandoff(t *testing.T) {
 		t.Errorf("handoffs = %+v, want the 5 entries with partitions [3 7]", hs)
 	}
 	// The states are back in the store, so a fetch finds them again.
-	if back, err := c.Fetch(ctx, m, hashes); err != nil || len(back) != len(live) {
+	if back, _, err := c.Fetch(ctx, m, hashes); err != nil || len(back) != len(live) {
 		t.Errorf("fetch after handoff = %d entries, %v; want %d", len(back), err, len(live))
+	}
+}
+
+// A Fetch answer names the owners the callee's ring gives hashes it holds
+// nothing of; hints for hashes not asked, or without a name, are dropped.
+func TestPeerFetchOwnerHints(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	fake.hints = []limiter.OwnerHint{
+		{Hash: 7, Owner: ring.Member{Name: "c", GRPCAddr: "127.0.0.3:8082"}},
+		{Hash: 8, Owner: ring.Member{Name: ""}},
+		{Hash: 8, Owner: ring.Member{Name: "e", GRPCAddr: "no port"}},
+		{Hash: 99, Owner: ring.Member{Name: "d", GRPCAddr: "127.0.0.4:8082"}},
+	}
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	entries, hints, err := c.Fetch(ctx, m, []uint64{7, 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []limiter.OwnerHint{{Hash: 7, Owner: ring.Member{Name: "c", GRPCAddr: "127.0.0.3:8082"}}}
+	if len(entries) != 0 || !reflect.DeepEqual(hints, want) {
+		t.Errorf("Fetch = %v, %+v; want no state and %+v", entries, hints, want)
+	}
+}
+
+// Replicate carries every algorithm's state to the heir's AcceptReplicas,
+// never to AcceptHandoff.
+func TestPeerReplicate(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t0 := time.Now().UnixNano()
+	var live []store.Entry
+	for _, e := range sampleEntries(t0) {
+		if e.ExpiresAt() > t0 {
+			live = append(live, e)
+		}
+	}
+	if err := c.Replicate(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Replicate(ctx, m, live); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if !reflect.DeepEqual(fake.replicas, live) || len(fake.handoffs) != 0 || fake.lastFrom != "n1" {
+		t.Errorf("replicas %+v (from %q), handoffs %d; want the %d entries from n1 and no handoff", fake.replicas, fake.lastFrom, len(fake.handoffs), len(live))
 	}
 }
 
@@ -130,7 +184,7 @@ func TestPeerFetchConcurrent(t *testing.T) {
 			for j := range hashes {
 				hashes[j] = uint64(i*per + j + 1)
 			}
-			got, err := c.Fetch(ctx, m, hashes)
+			got, _, err := c.Fetch(ctx, m, hashes)
 			if err != nil {
 				t.Error(err)
 				return

@@ -27,8 +27,9 @@ type PeerService interface {
 	CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error
 	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error)
 	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error)
-	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error)
+	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
+	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
 }
 
 var _ PeerService = (*limiter.Limiter)(nil)
@@ -308,7 +309,7 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	if len(hashes) == 0 {
 		return resp, nil
 	}
-	entries, err := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
+	entries, hints, err := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
 	if err != nil {
 		return nil, peerStatus(err)
 	}
@@ -316,6 +317,14 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	resp.States = make([]*sluicev1.KeyState, len(entries))
 	for i := range entries {
 		resp.States[i] = toKeyState(&states[i], &entries[i])
+	}
+	if len(hints) > 0 {
+		owners := make([]sluicev1.OwnerHint, len(hints))
+		resp.Owners = make([]*sluicev1.OwnerHint, len(hints))
+		for i, h := range hints {
+			owners[i] = sluicev1.OwnerHint{Hash: h.Hash, Name: h.Owner.Name, Addr: h.Owner.GRPCAddr}
+			resp.Owners[i] = &owners[i]
+		}
 	}
 	return resp, nil
 }
@@ -334,6 +343,19 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 		if fe := fromKeyState(&entries[i], ks); fe != nil {
 			return nil, wire.InvalidArgument(peerFieldPath(fmt.Sprintf("states[%d]", i), fe.Field), fe.Reason)
 		}
+	}
+	if req.GetReplica() {
+		if len(req.GetDonePartitions()) > 0 {
+			return nil, wire.InvalidArgument("done_partitions", "must be empty with replica")
+		}
+		if len(entries) == 0 {
+			return &sluicev1.HandoffResponse{}, nil
+		}
+		refused, err := s.svc.AcceptReplicas(ctx, req.GetFrom(), entries)
+		if err != nil {
+			return nil, peerStatus(err)
+		}
+		return &sluicev1.HandoffResponse{Refused: int32(min(refused, len(entries)))}, nil
 	}
 	var done []int
 	if dp := req.GetDonePartitions(); len(dp) > 0 {

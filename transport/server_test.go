@@ -32,6 +32,8 @@ type fakePeer struct {
 	mu        sync.Mutex
 	checks    []fakeCheck // one per CheckForwarded call, in arrival order
 	handoffs  []fakeHandoff
+	replicas  []store.Entry
+	hints     []limiter.OwnerHint // FetchMoved's answer
 	fetches   int
 	arrived   chan struct{} // if not nil, signalled (non-blocking) per Check
 	lastFrom  string
@@ -113,12 +115,13 @@ func (f *fakePeer) ReleaseForwarded(_ context.Context, from string, hops int, it
 	return limiter.Answer{Result: res, Err: err}, ok, nil
 }
 
-func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, error) {
+func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	f.mu.Lock()
 	f.fetches++
 	f.lastFrom = from
+	hints := f.hints
 	f.mu.Unlock()
-	return f.st.Extract(now(), hashes), nil
+	return f.st.Extract(now(), hashes), hints, nil
 }
 
 func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) (int, error) {
@@ -133,6 +136,14 @@ func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store
 		}
 	}
 	return refused, nil
+}
+
+func (f *fakePeer) AcceptReplicas(_ context.Context, from string, entries []store.Entry) (int, error) {
+	f.mu.Lock()
+	f.lastFrom = from
+	f.replicas = append(f.replicas, entries...)
+	f.mu.Unlock()
+	return 0, nil
 }
 
 // checkStats returns the number of Check RPCs and items the fake saw.
@@ -326,6 +337,14 @@ func TestPeerServerRejectsBadRequests(t *testing.T) {
 			_, err := rc.Handoff(ctx, &sluicev1.HandoffRequest{DonePartitions: []int32{1, -1}})
 			return err
 		}, "done_partitions[1]"},
+		{"replica with partitions", func() error {
+			_, err := rc.Handoff(ctx, &sluicev1.HandoffRequest{Replica: true, DonePartitions: []int32{1}})
+			return err
+		}, "done_partitions"},
+		{"replica state", func() error {
+			_, err := rc.Handoff(ctx, &sluicev1.HandoffRequest{Replica: true, States: []*sluicev1.KeyState{{Hash: 2}}})
+			return err
+		}, "states[0].algorithm"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -336,8 +355,8 @@ func TestPeerServerRejectsBadRequests(t *testing.T) {
 	}
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
-	if len(fake.checks) != 0 || len(fake.handoffs) != 0 {
-		t.Errorf("invalid requests reached the service: %d checks, %d handoffs", len(fake.checks), len(fake.handoffs))
+	if len(fake.checks) != 0 || len(fake.handoffs) != 0 || len(fake.replicas) != 0 {
+		t.Errorf("invalid requests reached the service: %d checks, %d handoffs, %d replicas", len(fake.checks), len(fake.handoffs), len(fake.replicas))
 	}
 }
 

@@ -33,6 +33,8 @@ var serveFlags = map[string]string{
 	"Join":                         "join",
 	"PeerTimeout":                  "peer-timeout",
 	"BatchWindow":                  "batch-window",
+	"Replicas":                     "replicas",
+	"ReplicationInterval":          "replication-interval",
 	"PolicyFile":                   "config",
 	"RLSConfig":                    "rls-config",
 	"ShutdownTimeout":              "shutdown-timeout",

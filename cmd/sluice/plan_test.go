@@ -14,7 +14,9 @@ func TestPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, s := range []string{"3,333,334", "227.4 MiB", "254.3 MiB", "0.42 cores", "66,667/s"} {
+	// The default --replicas 1: each node holds its third of the keys and
+	// a copy of another third.
+	for _, s := range []string{"1 replicas", "6,666,667", "434.4 MiB", "254.3 MiB", "508.6 MiB", "0.42 cores", "66,667/s"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("no %q in:\n%s", s, out.String())
 		}

@@ -40,6 +40,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "encrypt gossip with the keys in this file: one base64 AES key (16, 24 or 32 bytes) per line, the first encrypts, all decrypt; watched and reloaded on SIGHUP, so keys rotate without a restart (default: gossip in clear text)")
 	fs.Var(&join, "join", "comma-separated host:port gossip seeds to join; a host may be a DNS name with several addresses")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", cfg.PeerTimeout, "deadline of each call to another node")
+	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "how many heirs of each key (the nodes that take it over if its owner dies) keep a copy of its state; 0: off")
+	fs.DurationVar(&cfg.ReplicationInterval, "replication-interval", cfg.ReplicationInterval, "how often changed states are copied to their heirs: what a kill -9 of an owner may lose is what it admitted in this long")
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
 	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies; watched, and reloaded on SIGHUP")
 	fs.StringVar(&cfg.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration of the Envoy rate limit service (envoy.service.ratelimit.v3, on the gRPC port): a YAML file or a directory of them, one domain each; watched, and reloaded on SIGHUP (default: no domains, every descriptor OK)")

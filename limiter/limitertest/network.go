@@ -39,11 +39,13 @@ type link struct{ from, to string }
 
 // Counts are the calls delivered on a link, by method.
 type Counts struct {
-	Check, Acquire, Release, Fetch, Handoff int
+	Check, Acquire, Release, Fetch, Handoff, Replicate int
 }
 
 // Total is the number of calls of every method.
-func (c Counts) Total() int { return c.Check + c.Acquire + c.Release + c.Fetch + c.Handoff }
+func (c Counts) Total() int {
+	return c.Check + c.Acquire + c.Release + c.Fetch + c.Handoff + c.Replicate
+}
 
 type method int
 
@@ -53,6 +55,7 @@ const (
 	mRelease
 	mFetch
 	mHandoff
+	mReplicate
 )
 
 // NewNetwork returns an empty network. seed drives Drop's choices, so a
@@ -261,6 +264,8 @@ func (n *Network) deliver(ctx context.Context, from, to string, m method) (*limi
 		c.Fetch++
 	case mHandoff:
 		c.Handoff++
+	case mReplicate:
+		c.Replicate++
 	}
 	return l, nil
 }
@@ -304,16 +309,16 @@ func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limi
 	return a, ok, refused(to.Name, err)
 }
 
-func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
+func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	if len(hashes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	l, err := p.n.deliver(ctx, p.from, from.Name, mFetch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	entries, err := l.FetchMoved(ctx, p.from, hashes)
-	return entries, refused(from.Name, err)
+	entries, hints, err := l.FetchMoved(ctx, p.from, hashes)
+	return entries, hints, refused(from.Name, err)
 }
 
 func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {
@@ -329,6 +334,18 @@ func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Ent
 		return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, to.Name, err)
 	}
 	return nil
+}
+
+func (p *peers) Replicate(ctx context.Context, to ring.Member, entries []store.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	l, err := p.n.deliver(ctx, p.from, to.Name, mReplicate)
+	if err != nil {
+		return err
+	}
+	_, err = l.AcceptReplicas(ctx, p.from, entries)
+	return refused(to.Name, err)
 }
 
 // refused reports a peer call that node to refused (its caller is not a

@@ -115,7 +115,12 @@ type PeerItem struct {
 	// its owner was unreachable (in its local share), counted now on the
 	// owner: a token bucket spends as many as it has, up to cost (never
 	// denied, never below empty); other limits take cost as a check.
-	Report        bool `protobuf:"varint,7,opt,name=report,proto3" json:"report,omitempty"`
+	Report bool `protobuf:"varint,7,opt,name=report,proto3" json:"report,omitempty"`
+	// Acting: the sender could not reach the key's owner, of which this
+	// node is the first heir; it decides the check on its replica of the
+	// key, with its own admissions since, unless its ring makes it the
+	// owner by now (then as the owner). Plain checks only.
+	Acting        bool `protobuf:"varint,8,opt,name=acting,proto3" json:"acting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +200,13 @@ func (x *PeerItem) GetCredit() bool {
 func (x *PeerItem) GetReport() bool {
 	if x != nil {
 		return x.Report
+	}
+	return false
+}
+
+func (x *PeerItem) GetActing() bool {
+	if x != nil {
+		return x.Acting
 	}
 	return false
 }
@@ -1106,8 +1118,13 @@ func (x *FetchRequest) GetHashes() []uint64 {
 }
 
 type FetchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	States        []*KeyState            `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	States []*KeyState            `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	// For hashes the callee holds no state of and whose owner on its ring is
+	// neither the caller nor itself: that owner. A caller whose ring lacks it
+	// has not seen it join, and sends the key's checks there rather than
+	// count the key afresh.
+	Owners        []*OwnerHint `protobuf:"bytes,2,rep,name=owners,proto3" json:"owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1149,19 +1166,92 @@ func (x *FetchResponse) GetStates() []*KeyState {
 	return nil
 }
 
+func (x *FetchResponse) GetOwners() []*OwnerHint {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
+}
+
+// OwnerHint names the owner of a hash on the answering node's ring.
+type OwnerHint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hash  uint64                 `protobuf:"fixed64,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The owner's peer address (host:port).
+	Addr          string `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerHint) Reset() {
+	*x = OwnerHint{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerHint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerHint) ProtoMessage() {}
+
+func (x *OwnerHint) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerHint.ProtoReflect.Descriptor instead.
+func (*OwnerHint) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *OwnerHint) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
+func (x *OwnerHint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OwnerHint) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
 type HandoffRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	From   string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
 	States []*KeyState            `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
 	// Partitions whose handoff from the caller is complete with this call.
 	DonePartitions []int32 `protobuf:"varint,3,rep,packed,name=done_partitions,json=donePartitions,proto3" json:"done_partitions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The states are replicas: the caller owns their keys and keeps them;
+	// the receiver, an heir of the keys, replaces its copies with them and
+	// takes them over only if the caller dies. No done_partitions with it.
+	Replica       bool `protobuf:"varint,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[14]
+	mi := &file_sluice_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1263,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[14]
+	mi := &file_sluice_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1276,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HandoffRequest) GetFrom() string {
@@ -1210,6 +1300,13 @@ func (x *HandoffRequest) GetDonePartitions() []int32 {
 	return nil
 }
 
+func (x *HandoffRequest) GetReplica() bool {
+	if x != nil {
+		return x.Replica
+	}
+	return false
+}
+
 type HandoffResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// States refused because the receiver's store is full.
@@ -1220,7 +1317,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_sluice_v1_peer_proto_msgTypes[15]
+	mi := &file_sluice_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1329,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_peer_proto_msgTypes[15]
+	mi := &file_sluice_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1342,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HandoffResponse) GetRefused() int32 {
@@ -1264,7 +1361,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xc6\x01\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xde\x01\n" +
 	"\bPeerItem\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
@@ -1272,7 +1369,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x05up_to\x18\x04 \x01(\bR\x04upTo\x12!\n" +
 	"\freturn_grant\x18\x05 \x01(\x06R\vreturnGrant\x12\x16\n" +
 	"\x06credit\x18\x06 \x01(\bR\x06credit\x12\x16\n" +
-	"\x06report\x18\a \x01(\bR\x06report\"\xcd\x02\n" +
+	"\x06report\x18\a \x01(\bR\x06report\x12\x16\n" +
+	"\x06acting\x18\b \x01(\bR\x06acting\"\xcd\x02\n" +
 	"\n" +
 	"PeerResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
@@ -1350,13 +1448,19 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\flease_holder\x18\x0f \x03(\x06R\vleaseHolder\":\n" +
 	"\fFetchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x16\n" +
-	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\"<\n" +
+	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\"j\n" +
 	"\rFetchResponse\x12+\n" +
-	"\x06states\x18\x01 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\"z\n" +
+	"\x06states\x18\x01 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\x12,\n" +
+	"\x06owners\x18\x02 \x03(\v2\x14.sluice.v1.OwnerHintR\x06owners\"G\n" +
+	"\tOwnerHint\x12\x12\n" +
+	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04addr\x18\x03 \x01(\tR\x04addr\"\x94\x01\n" +
 	"\x0eHandoffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12+\n" +
 	"\x06states\x18\x02 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\x12'\n" +
-	"\x0fdone_partitions\x18\x03 \x03(\x05R\x0edonePartitions\"+\n" +
+	"\x0fdone_partitions\x18\x03 \x03(\x05R\x0edonePartitions\x12\x18\n" +
+	"\areplica\x18\x04 \x01(\bR\areplica\"+\n" +
 	"\x0fHandoffResponse\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\x05R\arefused2\xb6\x03\n" +
 	"\x04Peer\x12B\n" +
@@ -1379,7 +1483,7 @@ func file_sluice_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_peer_proto_rawDescData
 }
 
-var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sluice_v1_peer_proto_goTypes = []any{
 	(*PeerLimit)(nil),               // 0: sluice.v1.PeerLimit
 	(*PeerItem)(nil),                // 1: sluice.v1.PeerItem
@@ -1395,12 +1499,13 @@ var file_sluice_v1_peer_proto_goTypes = []any{
 	(*KeyState)(nil),                // 11: sluice.v1.KeyState
 	(*FetchRequest)(nil),            // 12: sluice.v1.FetchRequest
 	(*FetchResponse)(nil),           // 13: sluice.v1.FetchResponse
-	(*HandoffRequest)(nil),          // 14: sluice.v1.HandoffRequest
-	(*HandoffResponse)(nil),         // 15: sluice.v1.HandoffResponse
-	(Algorithm)(0),                  // 16: sluice.v1.Algorithm
+	(*OwnerHint)(nil),               // 14: sluice.v1.OwnerHint
+	(*HandoffRequest)(nil),          // 15: sluice.v1.HandoffRequest
+	(*HandoffResponse)(nil),         // 16: sluice.v1.HandoffResponse
+	(Algorithm)(0),                  // 17: sluice.v1.Algorithm
 }
 var file_sluice_v1_peer_proto_depIdxs = []int32{
-	16, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
+	17, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
 	0,  // 1: sluice.v1.PeerItem.limit:type_name -> sluice.v1.PeerLimit
 	1,  // 2: sluice.v1.PeerCheckRequest.items:type_name -> sluice.v1.PeerItem
 	2,  // 3: sluice.v1.PeerCheckResponse.results:type_name -> sluice.v1.PeerResult
@@ -1410,26 +1515,27 @@ var file_sluice_v1_peer_proto_depIdxs = []int32{
 	2,  // 7: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
 	1,  // 8: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
 	2,  // 9: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
-	16, // 10: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
+	17, // 10: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
 	11, // 11: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
-	11, // 12: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
-	3,  // 13: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
-	5,  // 14: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
-	7,  // 15: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
-	9,  // 16: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
-	12, // 17: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
-	14, // 18: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
-	4,  // 19: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
-	6,  // 20: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
-	8,  // 21: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
-	10, // 22: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
-	13, // 23: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
-	15, // 24: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 12: sluice.v1.FetchResponse.owners:type_name -> sluice.v1.OwnerHint
+	11, // 13: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
+	3,  // 14: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
+	5,  // 15: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
+	7,  // 16: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
+	9,  // 17: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
+	12, // 18: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
+	15, // 19: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
+	4,  // 20: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
+	6,  // 21: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
+	8,  // 22: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
+	10, // 23: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
+	13, // 24: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
+	16, // 25: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_peer_proto_init() }
@@ -1444,7 +1550,7 @@ func file_sluice_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_peer_proto_rawDesc), len(file_sluice_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,7 +52,9 @@ type PeerClient interface {
 	// caller, their new owner: the callee deletes what it returns and
 	// forwards later checks for those keys to the caller.
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
-	// Handoff pushes states to their new owner, which merges them.
+	// Handoff pushes states to their new owner, which merges them; or, with
+	// replica set, copies of its keys' states from their owner to one of
+	// their heirs, which keeps them apart (the owner's keys replicated).
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffResponse, error)
 }
 
@@ -149,7 +151,9 @@ type PeerServer interface {
 	// caller, their new owner: the callee deletes what it returns and
 	// forwards later checks for those keys to the caller.
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
-	// Handoff pushes states to their new owner, which merges them.
+	// Handoff pushes states to their new owner, which merges them; or, with
+	// replica set, copies of its keys' states from their owner to one of
+	// their heirs, which keeps them apart (the owner's keys replicated).
 	Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }

@@ -1,0 +1,133 @@
+package limiter
+
+import (
+	"context"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/ring"
+)
+
+// The heir acts for an unreachable owner. A key's local share (FailLocal)
+// knows nothing of the key's count: every node that cannot reach the owner
+// admits up to limit/N of its own, so a key spent before its owner died
+// admits (N-1)/N of its limit again before the ring moves it. With
+// replication on, the first heir of the key holds a copy of its state as
+// of the last round, so a node that cannot reach a key's owner sends the
+// check to that heir instead (Forwarded.Acting), batched per heir, and the
+// heir decides it on its copy merged with what it has admitted so acting
+// (a store of its own, acting): every node's fallback for the key is then
+// counted in one place, from the owner's count. The heir reports what it
+// admitted so to the key's owner when it answers again (reconcile.go), so
+// the owner's count reflects it, and when the ring gives the heir the key,
+// it reports to itself: its store then holds the copy plus those
+// admissions. Only when the heir cannot be reached either does the local
+// share answer, as without replication.
+//
+// A heir that acts for an owner that is only cut off from some callers
+// counts beside the owner: the two together admit at most the limit each
+// until the heir's reports reach the owner (within a second while they can
+// talk), as with local shares.
+
+// unreachableAll answers jobs whose owner could not be reached: those the
+// key's first heir can decide are sent to it (or decided here when this
+// node is the heir), the others, and those whose heir cannot be reached
+// either, go to unreachable.
+func (l *Limiter) unreachableAll(ctx context.Context, v *view, hops int, jobs []*job, owner ring.Member, err error, now int64) {
+	var byHeir map[string][]*job
+	for _, j := range jobs {
+		h, ok := l.heirFor(ctx, v, hops, j, owner)
+		switch {
+		case !ok:
+			l.unreachable(ctx, v, hops, j, owner, err, now)
+		case h.Name == l.name:
+			l.actOnCopy(v, j, now)
+			j.res.Owner = owner.Name
+			l.metrics.fellBack(j.mode)
+		default:
+			if byHeir == nil {
+				byHeir = map[string][]*job{}
+			}
+			byHeir[h.Name] = append(byHeir[h.Name], j)
+		}
+	}
+	for name, group := range byHeir {
+		heir, _ := v.ring.Member(name)
+		items := make([]Forwarded, len(group))
+		answers := make([]Answer, len(group))
+		for i, j := range group {
+			items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, Acting: true}
+		}
+		pctx, cancel := reserveContext(ctx, 2)
+		herr := l.peers.Check(pctx, heir, 0, items, answers)
+		cancel()
+		if herr != nil {
+			l.log.Debug("heir unreachable too: local share", "owner", owner.Name, "heir", name, "err", herr)
+			for _, j := range group {
+				l.unreachable(ctx, v, hops, j, owner, err, now)
+			}
+			continue
+		}
+		for i, j := range group {
+			res := j.res
+			res.Result, res.Err, res.Source, res.Owner = answers[i].Result, answers[i].Err, SourceFallback, owner.Name
+			if res.Err != nil {
+				res.Allowed = false
+			}
+			l.metrics.fellBack(j.mode)
+		}
+	}
+}
+
+// heirFor returns the node that decides j for its unreachable owner: the
+// key's first heir on v, if replication is on and j is a plain check of
+// a FailLocal limit, other than a concurrency lease, sent by this node's
+// own caller.
+func (l *Limiter) heirFor(ctx context.Context, v *view, hops int, j *job, owner ring.Member) (ring.Member, bool) {
+	if hops > 0 || ctx.Err() != nil || v == nil || v.heirs == nil || j.mode != policy.FailLocal ||
+		j.upTo || j.credit || j.report || j.limit.Algorithm == bucket.Concurrency {
+		return ring.Member{}, false
+	}
+	h, ok := v.heirs.Heir(j.hash, 0)
+	if !ok || h.Name == owner.Name {
+		return ring.Member{}, false
+	}
+	return h, true
+}
+
+// decideActing answers checks sent to this node as their keys' heir: as
+// the owner if its ring makes it the owner by now, else on its copy.
+func (l *Limiter) decideActing(ctx context.Context, v *view, hops int, jobs []job, now int64) {
+	for i := range jobs {
+		j := &jobs[i]
+		if _, mine := l.route(v, j.hash); mine {
+			l.decide(ctx, v, hops+1, true, jobs[i:i+1], now)
+			continue
+		}
+		l.actOnCopy(v, j, now)
+	}
+}
+
+// actOnCopy decides j on this node's copy of its key, merged with what it
+// admitted acting for the owner so far, and notes an admission for the
+// owner (reconcile.go). Without a copy store (replication off here) the
+// local share answers.
+func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
+	res := j.res
+	res.Source, res.Owner, res.Err = SourceFallback, l.name, nil
+	if l.repl.acting == nil {
+		res.Result = l.fallbackTake(v, policy.FailLocal, j.hash, j.limit, j.cost, now)
+		l.noteFallback(j, policy.FailLocal)
+		return
+	}
+	for _, e := range l.repl.copies.Copy(now, []uint64{j.hash}) {
+		_ = l.repl.acting.Import(e, now) // an invalid copy was refused when it came
+	}
+	r, err := l.repl.acting.Take(j.hash, j.limit, now, j.cost)
+	if err != nil {
+		res.Result = bucket.Result{Limit: j.limit.Capacity(), RetryAfter: FallbackRetryAfter}
+		return
+	}
+	res.Result = r
+	l.noteFallback(j, policy.FailLocal)
+}

@@ -1,0 +1,101 @@
+package limiter_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/limiter/limitertest"
+)
+
+// heirOf returns the other two nodes of a three-node cluster of a, b and
+// c, the first heir of key (owned by a) first: the heir is the owner once
+// a has left.
+func heirOf(t *testing.T, key string) (heir, other string) {
+	t.Helper()
+	c := limitertest.NewCluster(t, nil, "b", "c")
+	if c.Owner("b", limiter.Request{Key: key, Limit: hourly}) == "b" {
+		return "b", "c"
+	}
+	return "c", "b"
+}
+
+// admitted checks key n times through node on and returns how many were
+// allowed.
+func admitted(c *limitertest.Cluster, on, key string, n int) int {
+	got := 0
+	for i := 0; i < n; i++ {
+		if r := c.Check(on, limiter.Request{Key: key, Limit: hourly, Cost: 1})[0]; r.Allowed {
+			got++
+		}
+	}
+	return got
+}
+
+// While a killed owner is still in the rings, the other nodes send its
+// keys' checks to the keys' first heir, which decides them on its copy:
+// a key spent to 60 of 100 admits 40 more in all, not a local share per
+// node on top of a fresh count. Once the ring moves the key to the heir
+// and it reconciles, its count is the 100 admitted. Without replication
+// the same steps admit a share on each node, and the key starts afresh.
+func TestHeirActsForKilledOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		configure      func(*limiter.Config)
+		during, others int   // admitted during the outage: through the heir, the other node
+		after          int64 // remaining once the heir owns the key
+	}{
+		{"replicated", nil, 40, 0, 0},
+		{"local shares", noReplicas, 33, 33, 100 - 66},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := limitertest.NewCluster(t, tc.configure, "a", "b", "c")
+			key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
+			heir, other := heirOf(t, key)
+			spend(t, c, "a", []string{key}, hourly, 60)
+			c.Node("a").Replicate(context.Background())
+			c.Remove("a") // kill -9, not yet seen by gossip
+			got := admitted(c, other, key, 50) + admitted(c, heir, key, 50)
+			if got != tc.during+tc.others {
+				t.Errorf("admitted %d while the owner was dead in the rings, want %d", got, tc.during+tc.others)
+			}
+			c.SetMembers("b", "c")
+			if tc.configure == nil {
+				// Before any reconciliation: the heir took over its copy
+				// with what it admitted acting.
+				if bad := remainingOrFallback(t, c, other, []string{key}, hourly, tc.after, false); len(bad) > 0 {
+					t.Errorf("once the heir owns the key, want %d remaining: %v", tc.after, bad)
+				}
+			}
+			for _, n := range []string{"b", "c"} {
+				c.Node(n).Reconcile(context.Background())
+			}
+			if bad := remainingOrFallback(t, c, other, []string{key}, hourly, tc.after, false); len(bad) > 0 {
+				t.Errorf("once the heir owns the key and reports are in, want %d remaining: %v", tc.after, bad)
+			}
+		})
+	}
+}
+
+// An owner cut off from one node only keeps counting; that node's checks
+// go to the heir, which reports what it admitted to the owner, so the
+// owner's count has both once they reconcile.
+func TestHeirActsForCutOffOwner(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "a", "b", "c")
+	key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
+	heir, other := heirOf(t, key)
+	spend(t, c, "a", []string{key}, hourly, 60)
+	c.Node("a").Replicate(context.Background())
+	c.Net.Cut(other, "a")
+	if got := admitted(c, other, key, 10); got != 10 {
+		t.Fatalf("%d of 10 admitted through the heir, want 10", got)
+	}
+	r := c.Check(other, limiter.Request{Key: key, Limit: hourly})[0]
+	if r.Source != limiter.SourceFallback || r.Owner != "a" || r.Remaining != 30 {
+		t.Errorf("read through %s: %+v, want fallback naming owner a, 30 remaining (the heir's copy less 10)", other, r)
+	}
+	c.Node(heir).Reconcile(context.Background())
+	if bad := remainingOrFallback(t, c, "a", []string{key}, hourly, 30, false); len(bad) > 0 {
+		t.Errorf("owner after the heir's report, want 30: %v", bad)
+	}
+}
