@@ -107,6 +107,18 @@ func (s *suspicion) suspect(name string) bool {
 	return st != nil && st.suspect
 }
 
+// keepOnly forgets the members not in names: a member that left the
+// table between a round's listing and its probes is not kept for ever.
+func (s *suspicion) keepOnly(names map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.states {
+		if !names[name] {
+			delete(s.states, name)
+		}
+	}
+}
+
 // forget drops what the probes learned of member name (it went away): if
 // it comes back, it starts afresh.
 func (s *suspicion) forget(name string) {
@@ -167,6 +179,11 @@ func (c *Cluster) probeRound() {
 		}
 	}
 	c.mu.Unlock()
+	listed := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		listed[t.name] = true
+	}
+	c.susp.keepOnly(listed)
 	for _, t := range targets {
 		c.susp.sent(t.name)
 		ping := encodeProbe(probeMsg{kind: probePing, addr: c.gossip, to: t.name, from: c.name})

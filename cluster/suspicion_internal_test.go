@@ -106,6 +106,10 @@ func TestSuspicionRules(t *testing.T) {
 	if _, ok := s.states["b"]; ok {
 		t.Fatal("an ack of a member not probed created its state")
 	}
+	s.keepOnly(map[string]bool{"a": true})
+	if len(s.states) != 1 || s.states["a"] == nil {
+		t.Fatalf("keepOnly(a) kept %d states", len(s.states))
+	}
 }
 
 // Probe messages round-trip; anything else is an error naming what is
