@@ -27,11 +27,16 @@ type Cluster struct {
 	cfg       Config // validated, with defaults
 	log       *slog.Logger
 	ml        *memberlist.Memberlist
+	mlReady   atomic.Pointer[memberlist.Memberlist] // ml, once Create returned: for memberlist's own goroutines
 	name      string
 	gossip    string          // advertised "ip:port"
 	self      map[string]bool // addresses that reach this node, skipped as seeds
 	departFor time.Duration   // how long State remembers departed members
 	keys      *keys           // the gossip keyring, if encrypted
+	transport *muteTransport  // memberlist's, with the MuteGossip fault switch
+
+	susp       *suspicion    // which members do not answer this node's probes (suspicion.go)
+	probeEvery time.Duration // the interval of this node's probes: half memberlist's
 
 	changed chan struct{} // buffer 1: the member table changed
 	done    chan struct{} // closed by Shutdown
@@ -111,12 +116,19 @@ func New(cfg Config) (*Cluster, error) {
 	mc.Logger = newMemberlistLogger(c.log)
 	gk.configure(mc)
 	c.departFor = mc.GossipToTheDeadTime
+	c.probeEvery = mc.ProbeInterval / 2
+	c.susp = newSuspicion(SuspectAfterProbes, mc.ProbeInterval+mc.ProbeTimeout, time.Now)
+	if c.transport, err = newMuteTransport(mc); err != nil {
+		return nil, fmt.Errorf("cluster: start memberlist on %s: %w", cfg.BindAddr, err)
+	}
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		_ = c.transport.Shutdown()
 		return nil, fmt.Errorf("cluster: start memberlist on %s: %w", cfg.BindAddr, err)
 	}
 	c.ml = ml
+	c.mlReady.Store(ml)
 
 	// memberlist announced this node to itself during Create.
 	c.mu.Lock()
@@ -152,6 +164,10 @@ func New(cfg Config) (*Cluster, error) {
 // member accepted this node), when a seed's cluster has a live member of
 // this node's NodeName at another address.
 //
+// Run also probes every other member once per memberlist probe interval
+// and reports those that stop answering Suspect (see the package
+// documentation, "Suspicion").
+//
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
 // so Run may take up to memberlist's TCP timeout (1s local, 10s lan) to
@@ -185,6 +201,11 @@ func (c *Cluster) Run(ctx context.Context) (err error) {
 			c.watchKeys(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.probeLoop(ctx.Done())
+	}()
 	if len(c.cfg.Join) == 0 {
 		c.joined.Store(true)
 	} else {
@@ -278,8 +299,8 @@ func (c *Cluster) Snapshot() Snapshot {
 	return c.snap
 }
 
-// State returns the current state of the member called name: Alive for a
-// member (see State for Suspect), Dead or Left for one that went away in
+// State returns the current state of the member called name: Alive or
+// Suspect for a member, Dead or Left for one that went away in
 // the last GossipToTheDeadTime of memberlist (30s lan, 5s local), and false
 // for a name this node does not know (or no longer remembers). It reads the
 // member table directly, so it is current even between snapshots.

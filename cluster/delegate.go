@@ -19,8 +19,9 @@ import (
 // bursts. Delegate methods are called from memberlist's goroutines, NodeMeta
 // sometimes while Cluster.lifecycle is held by UpdateMeta or Leave.
 
-// delegate implements memberlist.Delegate: it supplies the local metadata
-// and ignores user messages and user state, which Sluice does not gossip.
+// delegate implements memberlist.Delegate: it supplies the local metadata,
+// handles the probe messages of the suspicion, and ignores user state,
+// which Sluice does not gossip.
 type delegate struct{ c *Cluster }
 
 var _ memberlist.Delegate = delegate{}
@@ -33,8 +34,16 @@ func (d delegate) NodeMeta(limit int) []byte {
 	return d.c.meta
 }
 
-// NotifyMsg ignores user messages.
-func (delegate) NotifyMsg([]byte) {}
+// NotifyMsg handles the probe messages of the suspicion (suspicion.go);
+// it drops anything else, logging it at debug level.
+func (d delegate) NotifyMsg(b []byte) {
+	m, err := decodeProbe(b)
+	if err != nil {
+		d.c.log.Debug("cluster: user message dropped", "err", err)
+		return
+	}
+	d.c.handleProbe(m)
+}
 
 // GetBroadcasts has no user broadcasts to send.
 func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
@@ -109,9 +118,9 @@ func (c *Cluster) upsert(n *memberlist.Node) {
 		PeerAddr:   meta.PeerAddr,
 		Version:    meta.Version,
 		PolicyHash: meta.PolicyHash,
-		State:      Alive,
 	}
 	c.mu.Lock()
+	m.State = c.stateOf(n.Name)
 	c.members[n.Name] = m
 	if leaving {
 		c.leaving[n.Name] = true
@@ -134,6 +143,7 @@ func (c *Cluster) remove(name string) {
 	}
 	delete(c.members, name)
 	delete(c.leaving, name)
+	c.susp.forget(name)
 	c.departed[name] = departure{state: state, at: time.Now()}
 	c.dirty = true
 	c.mu.Unlock()

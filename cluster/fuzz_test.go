@@ -43,3 +43,26 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeProbe: any user message a member sends either decodes as a
+// probe or is an error; never a panic. What decodes encodes back to the
+// same bytes.
+func FuzzDecodeProbe(f *testing.F) {
+	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "10.0.0.1:7946", to: "node-2", from: "node-1"}))
+	f.Add(encodeProbe(probeMsg{kind: probePing, addr: "[fe80::1]:7946", to: "m", from: "n"}))
+	f.Add(encodeProbe(probeMsg{kind: probeAck, from: "n"}))
+	f.Add([]byte{probeMagic, 'x', 0, 0, 'y'})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := decodeProbe(data)
+		if err != nil {
+			if m != (probeMsg{}) {
+				t.Fatalf("an error %v with a message %+v", err, m)
+			}
+			return
+		}
+		if b := encodeProbe(m); string(b) != string(data) {
+			t.Fatalf("round trip %q -> %+v -> %q", data, m, b)
+		}
+	})
+}

@@ -15,11 +15,11 @@ type State int
 const (
 	// Alive: the member is up as far as this node knows.
 	Alive State = iota + 1
-	// Suspect: the member failed a probe and will be declared dead unless
-	// it refutes in time. Not reported at present: memberlist v0.7.0 does
-	// not expose suspicion (its Node.State is never set), so a suspect
-	// member is reported Alive until it is declared Dead. Kept so that
-	// callers can handle it when memberlist does.
+	// Suspect: the member is still a member, but has not answered this
+	// node's probes for a while (this node's own view,
+	// not memberlist's suspicion, which memberlist v0.7.0 does not expose;
+	// see the package documentation, "Suspicion"). It is Alive again at
+	// its next answer, or Dead once memberlist declares it so.
 	Suspect
 	// Dead: the member was declared failed and is no longer a member.
 	Dead
@@ -62,7 +62,7 @@ type Member struct {
 	// PolicyHash is the member's NodeMeta.PolicyHash; empty if it
 	// advertises none.
 	PolicyHash string
-	// State is Alive for every member of a Snapshot (see State).
+	// State is Alive or Suspect for a member of a Snapshot.
 	State State
 }
 
@@ -74,8 +74,9 @@ type Snapshot struct {
 	// starting at 1 for the first snapshot of this node. Versions of
 	// different nodes are unrelated.
 	Version uint64
-	// Members lists the live members (Alive, and Suspect once memberlist
-	// reports it), sorted by Name; dead and left members are not listed.
+	// Members lists the live members (Alive or Suspect), sorted by Name;
+	// dead and left members are not listed. A member going suspect or
+	// alive again is a change: it makes a new Version.
 	// The local node is listed too, except after Cluster.Leave.
 	Members []Member
 }

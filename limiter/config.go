@@ -108,6 +108,9 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, shares: shares, ringCfg: cfg.Ring, peers: cfg.Peers,
 		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout}
+	if l.peers != nil {
+		l.peers = suspectGate{Peers: l.peers, l: l}
+	}
 	if l.clock == nil {
 		l.clock = time.Now
 	}

@@ -76,4 +76,16 @@
 // who take the keys over with those counts when an owner dies without
 // handing off, and who decide the checks of an unreachable owner's keys on
 // their copies (acting.go). docs/failure.md has the bounds this gives.
+//
+// # Suspect owners
+//
+// The node tells the limiter which members its membership suspects
+// (SetSuspects, suspect.go): checks, grant requests and leases of their
+// keys fail at once, as a call that was not sent (ErrSuspect wraps
+// ErrPeerUnavailable and ErrNotSent), so they are answered as for an
+// unreachable owner (the key's heir, unless it is suspect too, then the
+// failure mode) without the caller's deadline being spent on an owner
+// that does not answer. Fetches and handoffs still go to a suspect: giving one up would
+// lose states. With no member suspect, the cost per forwarded call is one
+// atomic load of a nil pointer.
 package limiter

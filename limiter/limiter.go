@@ -27,7 +27,8 @@ type Limiter struct {
 	store        *store.Store
 	shares       *store.Store // local shares of unreachable owners' limits
 	ringCfg      ring.Config
-	peers        Peers
+	peers        Peers                    // Config.Peers behind suspectGate, or nil
+	suspects     atomic.Pointer[suspects] // nil when no member is suspect (suspect.go)
 	log          *slog.Logger
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration

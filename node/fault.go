@@ -12,6 +12,15 @@ const (
 	// handoff, no drain. Its peers see connect errors, then memberlist
 	// declares it dead. Run returns nil once its context is cancelled.
 	FaultCrash
+	// FaultGossipMute drops the gossip packets (UDP) the node sends, while
+	// memberlist's TCP streams and the gRPC ports keep working: it answers
+	// no probe, so the others report it Suspect, but memberlist
+	// keeps it a member (its TCP fallback probes pass).
+	// FaultGossipUnmute ends it.
+	FaultGossipMute
+	// FaultGossipUnmute ends FaultGossipMute: the node answers probes
+	// again and the others report it Alive.
+	FaultGossipUnmute
 )
 
 // Inject applies a fault to a running node.
@@ -26,5 +35,7 @@ func (n *Node) Inject(f Fault) {
 		n.peerGRPC.Stop()
 		_ = n.http.Close()
 		_ = n.cluster.Shutdown()
+	case FaultGossipMute, FaultGossipUnmute:
+		n.cluster.MuteGossip(f == FaultGossipMute)
 	}
 }

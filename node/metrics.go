@@ -85,8 +85,8 @@ func (n *Node) registerNodeMetrics(reg prometheus.Registerer) (prometheus.Counte
 	return ringChanges, nil
 }
 
-// membersCollector counts the members of the cluster's snapshot by state
-// at each scrape.
+// membersCollector counts the members of the cluster's snapshot by the
+// state the node shows (memberState) at each scrape.
 type membersCollector struct {
 	n    *Node
 	desc *prometheus.Desc
@@ -97,7 +97,7 @@ func (c *membersCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
 	count := map[cluster.State]int{}
 	for _, m := range c.n.cluster.Snapshot().Members {
-		count[m.State]++
+		count[c.n.memberState(m)]++
 	}
 	for _, s := range memberStates {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(count[s]), s.String())

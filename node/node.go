@@ -61,6 +61,7 @@ type Node struct {
 	metaKick      chan struct{} // buffer 1: gossip the metadata again
 
 	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
+	builtFrom   []cluster.Member   // the members (states aside) of the last ring onMembership built (suspect.go)
 	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
 }
 
@@ -213,23 +214,25 @@ func New(cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
-// onMembership rebuilds the ring from a membership snapshot and asks for a
-// handoff. It runs on the cluster's goroutine.
+// onMembership hands the suspects to the limiter, rebuilds the ring from a
+// membership snapshot and asks for a handoff; a snapshot that changed only
+// members' states keeps the ring (suspect.go). It runs on the cluster's
+// goroutine.
 func (n *Node) onMembership(s cluster.Snapshot) {
 	if n.stopping.Load() {
 		return // shutdown installs its own ring
 	}
-	members := make([]ring.Member, 0, len(s.Members))
-	for _, m := range s.Members {
-		if rm, ok := ringMember(m); ok {
-			members = append(members, rm)
-		}
+	n.limiter.SetSuspects(suspectsOf(s))
+	if n.onlyStatesChanged(s) {
+		return
 	}
+	members := ringMembers(s)
 	n.peers.Connect(members)
 	if err := n.limiter.SetMembers(members); err != nil {
 		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
 		return
 	}
+	n.builtFrom = stateless(s)
 	n.ringChanges.Inc()
 	n.peers.Forget(func(name string) bool {
 		_, ok := n.limiter.Ring().Member(name)
@@ -252,7 +255,7 @@ func (n *Node) members() []api.MemberInfo {
 	out := make([]api.MemberInfo, 0, len(s.Members))
 	for _, m := range s.Members {
 		out = append(out, api.MemberInfo{Name: m.Name, GossipAddr: m.GossipAddr, GRPCAddr: m.GRPCAddr,
-			State: m.State.String(), Version: m.Version, PolicyHash: m.PolicyHash, RingShare: shares[m.Name]})
+			State: n.memberState(m).String(), Version: m.Version, PolicyHash: m.PolicyHash, RingShare: shares[m.Name]})
 	}
 	return out
 }

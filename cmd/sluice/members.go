@@ -49,7 +49,8 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			Node           string          `json:"node"`
 			Members        []client.Member `json:"members"`
 			PolicyMismatch []string        `json:"policy_mismatch,omitempty"`
-		}{node, ms, mismatch})
+			Suspect        []string        `json:"suspect,omitempty"`
+		}{node, ms, mismatch, suspects(ms)})
 	}
 	return printMembers(stdout, node, ms, mismatch)
 }
@@ -74,8 +75,20 @@ func policyMismatch(node string, ms []client.Member) []string {
 	return out
 }
 
+// suspects returns the names of the members in state "suspect".
+func suspects(ms []client.Member) []string {
+	var out []string
+	for _, m := range ms {
+		if m.State == "suspect" {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
 // printMembers prints the members as a table; the POLICY column marks
-// with "!=" the members whose policies differ from node's.
+// with "!=" the members whose policies differ from node's. A line after
+// it names the suspect members, if any.
 func printMembers(w io.Writer, node string, ms []client.Member, mismatch []string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION\tPOLICY")
@@ -93,8 +106,14 @@ func printMembers(w io.Writer, node string, ms []client.Member, mismatch []strin
 		return err
 	}
 	if len(mismatch) > 0 {
-		_, err := fmt.Fprintf(w, "policy mismatch: %d of %d members run policies unlike %s's: %s\n",
-			len(mismatch), len(ms), node, strings.Join(mismatch, ", "))
+		if _, err := fmt.Fprintf(w, "policy mismatch: %d of %d members run policies unlike %s's: %s\n",
+			len(mismatch), len(ms), node, strings.Join(mismatch, ", ")); err != nil {
+			return err
+		}
+	}
+	if sus := suspects(ms); len(sus) > 0 {
+		_, err := fmt.Fprintf(w, "suspect: %d of %d members do not answer %s (its probes or calls): %s; %s answers their keys by their failure mode\n",
+			len(sus), len(ms), node, strings.Join(sus, ", "), node)
 		return err
 	}
 	return nil

@@ -48,3 +48,36 @@ func TestPrintMembersPolicyMismatch(t *testing.T) {
 		t.Errorf("mismatch %v against a node without a hash", got)
 	}
 }
+
+// TestPrintMembersSuspect: the STATE column shows a suspect member as the
+// node reports it, and a line after the table names the suspects; none
+// is printed when every member is alive.
+func TestPrintMembersSuspect(t *testing.T) {
+	ms := []client.Member{
+		{Name: "n1", State: "alive"},
+		{Name: "n2", State: "suspect"},
+		{Name: "n3", State: "alive"},
+	}
+	if got := suspects(ms); !slices.Equal(got, []string{"n2"}) {
+		t.Fatalf("suspects %v, want [n2]", got)
+	}
+	var b bytes.Buffer
+	if err := printMembers(&b, "n1", ms, nil); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[2], "suspect") || strings.Contains(lines[1], "suspect") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if want := "suspect: 1 of 3 members do not answer n1"; !strings.HasPrefix(lines[4], want) || !strings.Contains(lines[4], ": n2;") {
+		t.Errorf("summary %q, want it to start with %q and name n2", lines[4], want)
+	}
+
+	b.Reset()
+	if err := printMembers(&b, "n1", []client.Member{ms[0], ms[2]}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "suspect") {
+		t.Errorf("a summary with no suspect:\n%s", b.String())
+	}
+}
