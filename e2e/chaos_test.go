@@ -45,23 +45,31 @@ const (
 const chaosLimit = 30
 
 // chaosBound is the most a key of limit L may admit around a fault of kind
-// k (docs/failure.md): exactly L through graceful changes and delays;
+// k (docs/failure.md): exactly L through graceful changes; with a slow
+// network, L and a local share (calls beyond the peer timeout);
 // after a kill -9, L plus what the owner admitted in its last replication
 // interval (nothing here: the keys are spent before the fault), and the
 // target is 1.1 L; when the killed node comes back, L plus its local share
-// of the nodes' count; while part of the cluster is cut off, 2 L. refill
-// is what the bucket refilled while the event ran.
+// of the nodes' count; while part of the cluster is cut off, 2 L and a
+// local share. refill is what the bucket refilled while the event ran.
 func chaosBound(k faultKind, L, nodes, refill int) int {
 	switch k {
 	case faultKill:
 		return L + L/10 + refill
+	case faultSlow:
+		// A call slower than the peer timeout is answered by the failure
+		// mode: the heir, or a local share.
+		return L + L/nodes + refill
 	case faultRestart:
 		// The restarted node answers the keys it owns again from its
 		// local share while its connections to the nodes holding them
 		// come up (docs/failure.md).
 		return L + L/nodes + refill
 	case faultPartition, faultSplit:
-		return 2*L + refill
+		// Each side counts on its own: the smaller from the local share
+		// (or the heir's copy) while it still sees the others, then
+		// afresh on its own ring once it has dropped them.
+		return 2*L + L/nodes + refill
 	}
 	return L + refill
 }
