@@ -409,18 +409,39 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // handoffLoop pushes states this node no longer owns after each ring change.
+// A handoff that some owner refused (it has not seen this node join yet,
+// or did not answer) is tried again after a growing wait, from
+// handoffRetryMin to handoffRetryMax, until it completes or the ring
+// changes: the states it kept are no owner's pending partition, so
+// nobody would fetch them.
 func (n *Node) handoffLoop(ctx context.Context) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	wait := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.handoff:
-			if _, err := n.limiter.HandOff(ctx); err != nil && ctx.Err() == nil {
-				n.log.Warn("handoff incomplete", "err", err)
-			}
+			wait = 0
+		case <-retry.C:
 		}
+		_, err := n.limiter.HandOff(ctx)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		wait = min(max(2*wait, handoffRetryMin), handoffRetryMax)
+		n.log.Warn("handoff incomplete; trying again", "err", err, "in", wait)
+		retry.Reset(wait)
 	}
 }
+
+// The bounds of the wait before a handoff is tried again.
+const (
+	handoffRetryMin = 250 * time.Millisecond
+	handoffRetryMax = 5 * time.Second
+)
 
 // replicateLoop sends the states changed since the last round to their
 // heirs every ReplicationInterval.
