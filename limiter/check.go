@@ -136,6 +136,9 @@ func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring
 	pctx, cancel := peerContext(ctx)
 	err := l.peers.Check(pctx, owner, 1, items, answers)
 	cancel()
+	if err == nil && errors.Is(answers[0].Err, ErrStateElsewhere) {
+		err = answers[0].Err // it applied nothing
+	}
 	if err != nil {
 		l.unreachable(ctx, v, 0, j, owner, err, now)
 		return

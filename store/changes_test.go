@@ -108,15 +108,7 @@ func TestChangesOffByDefault(t *testing.T) {
 func BenchmarkTakeTokenTracked(b *testing.B) {
 	for _, n := range []int{1 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
-			s := newStore(b, Config{TrackChanges: true})
-			keys := make([]uint64, n)
-			x := uint64(n)
-			for i := range keys {
-				keys[i] = splitmix64(&x)
-				if _, err := s.Take(keys[i], benchLimit, t0, 1); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, keys := benchKeysIn(b, n, Config{TrackChanges: true})
 			s.ExportChanged(t0, func(Entry) bool { return true })
 			mask := n - 1
 			b.ReportAllocs()

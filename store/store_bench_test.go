@@ -22,7 +22,13 @@ var benchLimit = lim(bucket.TokenBucket, 1_000_000_000, time.Hour)
 // and a store in which each of them already holds a token state.
 func benchKeys(b *testing.B, n int) (*Store, []uint64) {
 	b.Helper()
-	s := newStore(b, DefaultConfig())
+	return benchKeysIn(b, n, DefaultConfig())
+}
+
+// benchKeysIn is benchKeys with a store of cfg.
+func benchKeysIn(b *testing.B, n int, cfg Config) (*Store, []uint64) {
+	b.Helper()
+	s := newStore(b, cfg)
 	keys := make([]uint64, n)
 	x := uint64(n)
 	for i := range keys {
