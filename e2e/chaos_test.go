@@ -27,6 +27,7 @@ import (
 var (
 	chaosDuration = flag.Duration("chaos.duration", 0, "how long TestChaos injects faults (0: skip it); make chaos and make e2e set it")
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "the seed of TestChaos's schedule; 0 draws one (printed, to replay it)")
+	chaosStrict   = flag.Bool("chaos.strict", true, "fail the test on a bound or a failed call; false only reports them (make e2e, while docs/failure.md lists open findings)")
 )
 
 // faultKind is a kind of fault the schedule injects.
@@ -273,11 +274,11 @@ func audit(t *testing.T, i int, k faultKind, what string, nodes int, keys []stri
 			res.worst, res.worstHow = total, fmt.Sprintf("%s: %d before, %d during %v", key, spent[key], admitted[key], how[key])
 		}
 		if total > res.bound {
-			t.Errorf("chaos %d (%s, %s): key %s admitted %d, bound %d (spent %d before, %d during: %v)", i, k, what, key, total, res.bound, spent[key], admitted[key], how[key])
+			chaosFinding(t, "chaos %d (%s, %s): key %s admitted %d, bound %d (spent %d before, %d during: %v)", i, k, what, key, total, res.bound, spent[key], admitted[key], how[key])
 		}
 	}
 	if res.calls.errors > 0 {
-		t.Errorf("chaos %d (%s, %s): %d calls not answered in time: %s", i, k, what, res.calls.errors, strings.Join(res.calls.firstErrs, " | "))
+		chaosFinding(t, "chaos %d (%s, %s): %d calls not answered in time: %s", i, k, what, res.calls.errors, strings.Join(res.calls.firstErrs, " | "))
 	}
 	return res
 }
@@ -402,4 +403,15 @@ func shortName(name string) string {
 		return name[i+1:]
 	}
 	return name
+}
+
+// chaosFinding reports a bound exceeded or a call not answered: a failure
+// with -chaos.strict (make chaos), a logged finding without (make e2e).
+func chaosFinding(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if *chaosStrict {
+		t.Errorf(format, args...)
+		return
+	}
+	t.Logf("FINDING (not strict): "+format, args...)
 }
