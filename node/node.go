@@ -446,14 +446,19 @@ const (
 // replicateLoop sends the states changed since the last round to their
 // heirs every ReplicationInterval.
 func (n *Node) replicateLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.ReplicationInterval)
+	every(ctx, n.cfg.ReplicationInterval, func() { n.limiter.Replicate(ctx) })
+}
+
+// every calls fn each interval d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.limiter.Replicate(ctx)
+			fn()
 		}
 	}
 }

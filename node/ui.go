@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"time"
 
 	"github.com/sluice-rl/sluice/api"
 )
@@ -30,14 +29,5 @@ func validUIKeys(s string) bool {
 // an interval of the rate series (the checks of that second) and, every
 // generation, rotates the hot keys.
 func (n *Node) activityLoop(ctx context.Context) {
-	t := time.NewTicker(n.activity.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n.activity.Tick()
-		}
-	}
+	every(ctx, n.activity.Interval, n.activity.Tick)
 }
