@@ -36,11 +36,13 @@ func (l *Limiter) forward(ctx context.Context, v *view, hops int, jobs []*job, n
 // answer in time (the Envoy RLS, whose client treats a late answer as an
 // error) marks its context with FallBackBeforeDeadline: a call to an
 // owner then ends a reserve before the caller's deadline (a tenth of the
-// time left, from 1ms to 10ms), and the failure mode answers if the owner
-// has not.
+// time left, from 1ms to 50ms), and the failure mode answers if the owner
+// has not. The reserve must cover the call to the heir, the local share
+// and the reply's way back on a loaded machine (10ms, the cap before,
+// was not always enough for a 500ms deadline).
 const (
 	minReserve = time.Millisecond
-	maxReserve = 10 * time.Millisecond
+	maxReserve = 50 * time.Millisecond
 )
 
 type fallBackKey struct{}
