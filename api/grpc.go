@@ -155,6 +155,7 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 		if err := fromProtoItem(&reqs[i], it.GetKey(), it.GetLimit(), it.GetPolicy(), it.Cost); err != nil {
 			return nil, wire.InvalidArgument(fmt.Sprintf("items[%d].%s", i, err.Field), err.Reason)
 		}
+		reqs[i].UpTo = it.GetUpTo()
 	}
 	results, err := s.svc.Check(ctx, reqs, sc.res[:0])
 	if err != nil {

@@ -48,6 +48,12 @@ func wantInvalid(t *testing.T, err error, field string) {
 // Every bound of a sluice.v1 call is an InvalidArgument naming the field:
 // items per call, key length, cost, limit, burst and period (inline and by
 // policy), lease TTL, grant size; never a panic, never a silent default.
+// upTo makes it a grant request.
+func upTo(it *sluicev1.CheckItem) *sluicev1.CheckItem {
+	it.UpTo = true
+	return it
+}
+
 func TestGRPCBadInput(t *testing.T) {
 	c := startGRPCClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,6 +93,9 @@ func TestGRPCBadInput(t *testing.T) {
 		{"neither limit nor policy", []*sluicev1.CheckItem{{Key: "k"}}, "items[0].limit"},
 		{"unknown policy", []*sluicev1.CheckItem{{Key: "k", Spec: &sluicev1.CheckItem_Policy{Policy: "nope"}}}, "items[0].policy"},
 		{"second item", []*sluicev1.CheckItem{withLimit("k", ok, nil), withLimit("k", lim(tb, -1, time.Minute, 0), nil)}, "items[1].limit.limit"},
+		{"up_to of a window", []*sluicev1.CheckItem{upTo(withLimit("k", lim(sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, 10, time.Minute, 0), i64(2)))}, "items[0].up_to"},
+		{"up_to of no units", []*sluicev1.CheckItem{upTo(withLimit("k", ok, i64(0)))}, "items[0].cost"},
+		{"up_to above the capacity", []*sluicev1.CheckItem{withLimit("k", ok, nil), upTo(withLimit("k", ok, i64(11)))}, "items[1].cost"},
 	}
 	for _, tc := range checks {
 		t.Run("Check/"+tc.name, func(t *testing.T) {

@@ -83,6 +83,7 @@ func (s *rateLimiterServer) checkBatch(ctx context.Context, req *sluicev1.CheckS
 			out[i].Error = &sluicev1.ItemError{Code: int32(codes.InvalidArgument), Field: err.Field, Message: err.Reason}
 			continue
 		}
+		r.UpTo = it.GetUpTo()
 		reqs = append(reqs, r)
 		idx = append(idx, i)
 	}
@@ -125,6 +126,7 @@ func fillResult(o *sluicev1.CheckResult, durs []durationpb.Duration, r *limiter.
 	o.RetryAfter = setDuration(&durs[1], r.RetryAfter)
 	o.Source = toProtoSource(r.Source)
 	o.Owner = r.Owner
+	o.Granted, o.GrantId, o.Issuer = r.Granted.Tokens, r.Granted.ID, r.Granted.Issuer
 	if r.Err != nil {
 		o.Error = &sluicev1.ItemError{Code: int32(wire.ItemCode(r.Err)), Message: r.Err.Error()}
 	}

@@ -69,6 +69,12 @@ type Result struct {
 	// Err is set when the item could not be evaluated (e.g. the node's
 	// store is full); Allowed is then false.
 	Err error
+
+	// The answer to a grant request (an up_to item): tokens granted, and
+	// the grant's id and issuer.
+	granted int64
+	grantID uint64
+	issuer  string
 }
 
 // Check asks about a batch of items in one call. It fails as a whole on bad

@@ -60,6 +60,9 @@ func fromProtoResult(r *sluicev1.CheckResult) Result {
 		ResetAfter: r.GetResetAfter().AsDuration(),
 		RetryAfter: r.GetRetryAfter().AsDuration(),
 		Owner:      r.GetOwner(),
+		granted:    r.GetGranted(),
+		grantID:    r.GetGrantId(),
+		issuer:     r.GetIssuer(),
 	}
 	switch r.GetSource() {
 	case sluicev1.Source_SOURCE_OWNER:

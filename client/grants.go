@@ -96,16 +96,29 @@ func (c *Client) useGrant(ctx context.Context, it *Item, cost int64) (Result, bo
 	most := max(1, int64(float64(capacity)*c.grants.maxShare))
 	lim := toProtoLimit(&it.Limit)
 	key := it.Key
+	limit := it.Limit
 	ask := func(ctx context.Context, want int64) (grant.Reply, error) {
-		ctx, cancel := c.withTimeout(ctx)
-		defer cancel()
-		resp, err := c.api.Grant(ctx, &sluicev1.GrantRequest{Key: key, Spec: &sluicev1.GrantRequest_Limit{Limit: lim}, Want: want})
+		// The request rides the key's owner's check stream, batched with
+		// checks (an up_to item), rather than a call of its own.
+		item := toProtoItem(key, "", &limit, want)
+		item.UpTo = true
+		res, err := c.check(ctx, &sluicev1.CheckRequest{Items: []*sluicev1.CheckItem{item}})
 		if err != nil {
 			return grant.Reply{}, err
 		}
-		r := grant.Reply{Granted: resp.GetGranted(), Remaining: resp.GetRemaining(),
-			ResetAfter: resp.GetResetAfter().AsDuration(), RetryAfter: resp.GetRetryAfter().AsDuration()}
-		if id, issuer := resp.GetGrantId(), resp.GetIssuer(); id != 0 && issuer != "" {
+		resp := res[0]
+		if resp.Err != nil {
+			return grant.Reply{}, resp.Err
+		}
+		granted := resp.granted
+		if resp.Allowed && granted == 0 {
+			// A node that does not know up_to took it as a check of
+			// want units, all or nothing: allowed, it spent them all.
+			granted = want
+		}
+		r := grant.Reply{Granted: granted, Remaining: resp.Remaining,
+			ResetAfter: resp.ResetAfter, RetryAfter: resp.RetryAfter}
+		if id, issuer := resp.grantID, resp.issuer; id != 0 && issuer != "" {
 			r.Issuer = issuer
 			r.Return = func(ctx context.Context, n int64) error {
 				ctx, cancel := c.withTimeout(ctx)

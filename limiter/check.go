@@ -44,7 +44,12 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		if r.limit.Algorithm == bucket.Concurrency && reqs[i].Cost > 0 {
 			return out[:0], &FieldError{i, "algorithm", "concurrency limits are taken with Acquire and Release; Check may only read them (cost 0)", ErrInvalid}
 		}
-		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, mode: r.mode, grants: r.grants})
+		if reqs[i].UpTo {
+			if err := upToValid(i, r.limit, reqs[i].Cost); err != nil {
+				return out[:0], err
+			}
+		}
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, upTo: reqs[i].UpTo, mode: r.mode, grants: r.grants})
 	}
 	out = out[:0]
 	for i := range jobs {
@@ -54,8 +59,29 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 		jobs[i].res = &out[i]
 	}
 	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
+	for i := range jobs {
+		if j := &jobs[i]; j.upTo && out[i].Err == nil {
+			out[i].Granted = Granted{Tokens: j.granted, ID: j.grantID, Issuer: j.issuer}
+			// Allowed means some tokens were granted, never none: the
+			// Go client reads an allowed answer with none granted as
+			// from a node that predates up_to (it spent them all).
+			out[i].Allowed = j.granted > 0
+		}
+	}
 	l.metrics.observeBatch(reqs, out, jobs)
 	return out, nil
+}
+
+// upToValid checks a grant request (Request.UpTo) of cost units of lim,
+// item i of a batch.
+func upToValid(i int, lim bucket.Limit, cost int64) error {
+	if lim.Algorithm != bucket.TokenBucket {
+		return &FieldError{i, "up_to", "grants take a token bucket, not " + lim.Algorithm.String(), ErrInvalid}
+	}
+	if cost <= 0 || cost > lim.Capacity() {
+		return &FieldError{i, "cost", "a grant request (up_to) takes 1 to the limit's capacity", ErrInvalid}
+	}
+	return nil
 }
 
 // smallBatch is the most items of a Check whose jobs come from

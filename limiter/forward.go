@@ -132,15 +132,22 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	// count it again: the failure mode answers it.
 	if nv := l.view.Load(); nv != v && errors.Is(err, ErrNotSent) {
 		retry := make([]job, 0, len(jobs))
+		var orig []*job
 		for _, j := range jobs {
 			if o, _ := l.route(nv, j.hash); o.Name != owner.Name {
 				retry = append(retry, *j)
+				orig = append(orig, j)
 			} else {
 				l.unreachableAll(ctx, nv, hops, []*job{j}, owner, err, now)
 			}
 		}
 		if len(retry) > 0 {
 			l.decide(ctx, nv, hops, false, retry, now)
+			// What a grant request was given is the job's, not its
+			// answer's: copy it back to the caller's job.
+			for i, j := range orig {
+				j.granted, j.grantID, j.issuer, j.maybeApplied = retry[i].granted, retry[i].grantID, retry[i].issuer, retry[i].maybeApplied
+			}
 		}
 		return
 	}

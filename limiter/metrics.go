@@ -202,14 +202,18 @@ func (m *metrics) fellBack(mode policy.FailureMode) {
 func (m *metrics) observeBatch(reqs []Request, results []Result, jobs []job) {
 	var n [bucket.LastAlgorithm + 1][3]int
 	if a := m.activity; a != nil {
-		var denied uint64
+		var denied, grantReqs uint64
 		for i := range results {
+			if jobs[i].upTo {
+				grantReqs++ // a grant request is not a check
+				continue
+			}
 			if outcomeOf(&results[i]) == outcomeDenied {
 				denied++
 			}
 			a.Hot.Observe(jobs[i].hash, reqs[i].Key, reqs[i].Policy)
 		}
-		a.Series.Add(uint64(len(results)), denied)
+		a.Series.Add(uint64(len(results))-grantReqs, denied)
 	}
 	// Items of one policy are counted together: n holds the counts of
 	// cur's policy until the next item names another.
@@ -217,7 +221,7 @@ func (m *metrics) observeBatch(reqs []Request, results []Result, jobs []job) {
 	cur, curName := pc.inline, ""
 	for i := range results {
 		a := jobs[i].limit.Algorithm
-		if a > bucket.LastAlgorithm {
+		if a > bucket.LastAlgorithm || jobs[i].upTo {
 			continue
 		}
 		if p := reqs[i].Policy; p != curName {

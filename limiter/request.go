@@ -54,6 +54,12 @@ type Request struct {
 	Trusted bool
 	// Cost is the number of units to spend; 0 reads usage.
 	Cost int64
+	// UpTo makes the request a grant (token buckets only, Cost 1 to the
+	// limit's capacity): up to Cost units are spent, as many as the bucket
+	// has, for a client that answers checks from them itself; the result's
+	// Granted says how many. The same as Limiter.Grant, in a batch of
+	// checks.
+	UpTo bool
 }
 
 // AcquireRequest asks for a lease on a concurrency limit.
@@ -117,6 +123,8 @@ type Result struct {
 	// Err is set when the item could not be evaluated (e.g. the store is
 	// full: it wraps store.ErrFull). Allowed is then false.
 	Err error
+	// Granted is what an UpTo request was given (Allowed: some tokens).
+	Granted Granted
 }
 
 // Lease is the answer to an Acquire.

@@ -88,7 +88,10 @@ func TestGrantsRefillAheadOfNeed(t *testing.T) {
 		}
 	}
 	after := n0.Limiter().GrantStats()
-	if misses := after.Misses - before.Misses; misses > 2 {
+	// Without refills ahead of need, a check would wait each time a grant
+	// (100 tokens at this rate) ran out: 20 times. A refill is a real RPC
+	// racing the checks, so a loaded machine may let a few through.
+	if misses := after.Misses - before.Misses; misses > 5 {
 		t.Fatalf("%d checks waited for a grant; refills should come ahead of need", misses)
 	}
 	if fromGrant != n {

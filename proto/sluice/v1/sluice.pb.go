@@ -300,7 +300,14 @@ type CheckItem struct {
 	//	*CheckItem_Policy
 	Spec isCheckItem_Spec `protobuf_oneof:"spec"`
 	// Units to spend; absent means 1, 0 reads usage without consuming.
-	Cost          *int64 `protobuf:"varint,4,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	Cost *int64 `protobuf:"varint,4,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// A grant request, for a client that answers checks itself from tokens
+	// it holds (the Go client's grants), sent on the same stream as checks:
+	// spend up to cost units (1 to the limit's capacity) of a token bucket,
+	// as many as it has now. The result's granted says how many were spent
+	// (allowed is true when some were); grant_id and issuer name the grant
+	// for giving unspent tokens back with Grant's return_grant.
+	UpTo          bool `protobuf:"varint,5,opt,name=up_to,json=upTo,proto3" json:"up_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -372,6 +379,13 @@ func (x *CheckItem) GetCost() int64 {
 		return *x.Cost
 	}
 	return 0
+}
+
+func (x *CheckItem) GetUpTo() bool {
+	if x != nil {
+		return x.UpTo
+	}
+	return false
 }
 
 type isCheckItem_Spec interface {
@@ -517,7 +531,12 @@ type CheckResult struct {
 	// Name of the node that owns the key.
 	Owner string `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Set when the item could not be evaluated; allowed is then false.
-	Error         *ItemError `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	Error *ItemError `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// For an up_to item: the units spent for the caller, and the id and
+	// issuer of the grant (0 and empty when it cannot be returned).
+	Granted       int64  `protobuf:"varint,9,opt,name=granted,proto3" json:"granted,omitempty"`
+	GrantId       uint64 `protobuf:"fixed64,10,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
+	Issuer        string `protobuf:"bytes,11,opt,name=issuer,proto3" json:"issuer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -606,6 +625,27 @@ func (x *CheckResult) GetError() *ItemError {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *CheckResult) GetGranted() int64 {
+	if x != nil {
+		return x.Granted
+	}
+	return 0
+}
+
+func (x *CheckResult) GetGrantId() uint64 {
+	if x != nil {
+		return x.GrantId
+	}
+	return 0
+}
+
+func (x *CheckResult) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
 }
 
 type CheckResponse struct {
@@ -1670,12 +1710,13 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x121\n" +
 	"\x06period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
 	"\x05burst\x18\x04 \x01(\x03R\x05burst\x129\n" +
-	"\ffailure_mode\x18\x05 \x01(\x0e2\x16.sluice.v1.FailureModeR\vfailureMode\"\x8b\x01\n" +
+	"\ffailure_mode\x18\x05 \x01(\x0e2\x16.sluice.v1.FailureModeR\vfailureMode\"\xa0\x01\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
 	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
 	"\x06policy\x18\x03 \x01(\tH\x00R\x06policy\x12\x17\n" +
-	"\x04cost\x18\x04 \x01(\x03H\x01R\x04cost\x88\x01\x01B\x06\n" +
+	"\x04cost\x18\x04 \x01(\x03H\x01R\x04cost\x88\x01\x01\x12\x13\n" +
+	"\x05up_to\x18\x05 \x01(\bR\x04upToB\x06\n" +
 	"\x04specB\a\n" +
 	"\x05_cost\":\n" +
 	"\fCheckRequest\x12*\n" +
@@ -1683,7 +1724,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\tItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
-	"\x05field\x18\x03 \x01(\tR\x05field\"\xc0\x02\n" +
+	"\x05field\x18\x03 \x01(\tR\x05field\"\x8d\x03\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1694,7 +1735,11 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"retryAfter\x12)\n" +
 	"\x06source\x18\x06 \x01(\x0e2\x11.sluice.v1.SourceR\x06source\x12\x14\n" +
 	"\x05owner\x18\a \x01(\tR\x05owner\x12*\n" +
-	"\x05error\x18\b \x01(\v2\x14.sluice.v1.ItemErrorR\x05error\"A\n" +
+	"\x05error\x18\b \x01(\v2\x14.sluice.v1.ItemErrorR\x05error\x12\x18\n" +
+	"\agranted\x18\t \x01(\x03R\agranted\x12\x19\n" +
+	"\bgrant_id\x18\n" +
+	" \x01(\x06R\agrantId\x12\x16\n" +
+	"\x06issuer\x18\v \x01(\tR\x06issuer\"A\n" +
 	"\rCheckResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.sluice.v1.CheckResultR\aresults\"P\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
