@@ -72,12 +72,8 @@ func (s MemorySource) Available() (int64, string) {
 			best, from = v, src
 		}
 	}
-	if s.ReadFile != nil {
-		if v, ok := s.cgroupLimit(cgroupV2MemoryMax); ok {
-			consider(v, MemoryFromCgroupV2)
-		} else if v, ok := s.cgroupLimit(cgroupV1Limit); ok {
-			consider(v, MemoryFromCgroupV1)
-		}
+	if v, src := s.containerLimit(); src != "" {
+		consider(v, src)
 	}
 	if s.GoMemLimit != nil {
 		consider(s.GoMemLimit(), MemoryFromGoMemLimit)
@@ -86,6 +82,37 @@ func (s MemorySource) Available() (int64, string) {
 		return phys, MemoryFromPhysical
 	}
 	return best, from
+}
+
+// ContainerLimit returns the container's memory limit and where it was
+// found (cgroup v2 memory.max, else cgroup v1 memory.limit_in_bytes), or 0
+// and "" when there is none below the machine's physical memory.
+func (s MemorySource) ContainerLimit() (int64, string) {
+	v, src := s.containerLimit()
+	if v <= 0 || v == math.MaxInt64 {
+		return 0, ""
+	}
+	if s.Physical != nil {
+		if phys := s.Physical(); phys > 0 && v >= phys {
+			return 0, ""
+		}
+	}
+	return v, src
+}
+
+// containerLimit is the cgroup limit as read (math.MaxInt64: "max") and
+// its source, "" when no cgroup file was readable.
+func (s MemorySource) containerLimit() (int64, string) {
+	if s.ReadFile == nil {
+		return 0, ""
+	}
+	if v, ok := s.cgroupLimit(cgroupV2MemoryMax); ok {
+		return v, MemoryFromCgroupV2
+	}
+	if v, ok := s.cgroupLimit(cgroupV1Limit); ok {
+		return v, MemoryFromCgroupV1
+	}
+	return 0, ""
 }
 
 // cgroupLimit reads a cgroup memory limit file: a byte count, or "max"

@@ -70,3 +70,32 @@ func TestDefaultConfigCapsTheStore(t *testing.T) {
 		t.Fatalf("Store.MaxBytes = %d, want %d (%s)", c.Store.MaxBytes, want, from)
 	}
 }
+
+// The container's limit is the cgroup's alone, none when it limits nothing.
+func TestContainerLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		files    map[string]string
+		physical int64
+		want     int64
+		from     string
+	}{
+		{"cgroup v2", map[string]string{v2: "2147483648\n"}, 24 * gi, 2 * gi, node.MemoryFromCgroupV2},
+		{"cgroup v1", map[string]string{v1: "1073741824\n"}, 24 * gi, gi, node.MemoryFromCgroupV1},
+		{"v2 wins over v1", map[string]string{v2: "4294967296", v1: "1073741824"}, 24 * gi, 4 * gi, node.MemoryFromCgroupV2},
+		{"cgroup v2 max", map[string]string{v2: "max\n"}, 24 * gi, 0, ""},
+		{"cgroup v1 unlimited", map[string]string{v1: "9223372036854771712\n"}, 24 * gi, 0, ""},
+		{"limit above physical", map[string]string{v2: "68719476736"}, 8 * gi, 0, ""},
+		{"physical unknown", map[string]string{v2: "2147483648"}, 0, 2 * gi, node.MemoryFromCgroupV2},
+		{"no cgroup", nil, 24 * gi, 0, ""},
+		{"garbage file", map[string]string{v2: "lots"}, 8 * gi, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// GOMEMLIMIT plays no part.
+			got, from := fakeMemory(tc.files, gi/4, tc.physical).ContainerLimit()
+			if got != tc.want || from != tc.from {
+				t.Errorf("ContainerLimit = %d (%s), want %d (%s)", got, from, tc.want, tc.from)
+			}
+		})
+	}
+}

@@ -76,6 +76,8 @@ func fmtPeriod(d time.Duration) string {
 		return "minute"
 	case time.Hour:
 		return "hour"
+	case 24 * time.Hour:
+		return "day"
 	}
 	return d.String()
 }

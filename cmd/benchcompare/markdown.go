@@ -59,7 +59,8 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 		w("A fresh single node filled through its client in calls (Sluice) or pipelines of EVALSHA (Redis,\n")
 		w("after FLUSHALL) of %s keys, each with a limit of %d per %s; then VmRSS from /proc. Bytes/key is the\n",
 			fmtInt(memBatch), limitN, fmtPeriod(memPeriod))
-		w("growth of RSS over the fill divided by the keys stored.\n\n")
+		w("growth of RSS over the fill divided by the keys stored. Sluice runs with its default GC settings\n")
+		w("(`--gc-percent 25` of a large heap, no memory limit outside a container) unless GOGC or GOMEMLIMIT is set.\n\n")
 		w("| system | keys | fill time | RSS before | RSS after | bytes/key | Redis used_memory |\n")
 		w("|---|---|---|---|---|---|---|\n")
 		for _, m := range rep.Memory {

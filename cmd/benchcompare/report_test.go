@@ -84,6 +84,7 @@ func TestEvaluateTargets(t *testing.T) {
 		{"d", "p99", statusMissed},
 		{"d", "CPU", statusNA}, // Redis failed
 		{"e", "RSS", statusMet},
+		{"e", "≤ 48 B/key", statusMissed}, // 97.9 B/key
 	} {
 		if got := statusOf(ts, c.sc, c.name); got != c.want {
 			t.Errorf("(%s) %s: %s, want %s", c.sc, c.name, got, c.want)
@@ -99,8 +100,22 @@ func TestEvaluateTargets(t *testing.T) {
 	if got := statusOf(evaluateTargets(rep), "e", "RSS"); got != statusMet {
 		t.Errorf("(e) 40 B/key projected: %s, want met", got)
 	}
+	if got := statusOf(evaluateTargets(rep), "e", "≤ 48 B/key"); got != statusNA {
+		t.Errorf("(e) B/key from 100,000 keys: %s, want n/a (stated at 10M)", got)
+	}
+	rep.Memory[0] = MemResult{System: "sluice", Keys: 10_000_000, Filled: 10_000_000, RSSBefore: 20 << 20, RSS: 20<<20 + 480_000_000}
+	if got := statusOf(evaluateTargets(rep), "e", "≤ 48 B/key"); got != statusMet {
+		t.Errorf("(e) 48 B/key: %s, want met", got)
+	}
+	rep.Memory[0].RSS++
+	if got := statusOf(evaluateTargets(rep), "e", "≤ 48 B/key"); got != statusMissed {
+		t.Errorf("(e) 48.0000001 B/key: %s, want missed", got)
+	}
 	rep.Memory[0].Error = "refused"
 	if got := statusOf(evaluateTargets(rep), "e", "RSS"); got != statusNA {
+		t.Errorf("(e) failed: %s, want n/a", got)
+	}
+	if got := statusOf(evaluateTargets(rep), "e", "≤ 48 B/key"); got != statusNA {
 		t.Errorf("(e) failed: %s, want n/a", got)
 	}
 

@@ -115,6 +115,20 @@ func evaluateTargets(rep *Report) []Target {
 			ts = append(ts, Target{"e", n, fmt.Sprintf("projected %s for 10M keys from %s keys (RSS %s, %.1f B/key)",
 				fmtBytes(proj), fmtInt(m.Filled), fmtBytes(m.RSS), m.bytesPerKey()), judge(proj <= oneGB)})
 		}
+		// Issue 16 (e): the growth of RSS per key at 10M keys, with the
+		// node's default GC settings (README: --gc-percent, --memory-limit).
+		const nk = "≤ 48 B/key of node RSS with 10M keys (default GC settings)"
+		switch {
+		case m == nil:
+			ts = append(ts, na("e", nk, "not run"))
+		case m.Error != "" || m.Filled <= 0 || m.RSS <= 0:
+			ts = append(ts, na("e", nk, "failed: "+m.Error))
+		case m.Filled >= fullKeysE:
+			ts = append(ts, Target{"e", nk, fmt.Sprintf("%.1f B/key (RSS %s before, %s after)", m.bytesPerKey(),
+				fmtBytes(m.RSSBefore), fmtBytes(m.RSS)), judge(m.bytesPerKey() <= 48)})
+		default:
+			ts = append(ts, na("e", nk, fmt.Sprintf("%.1f B/key from %s keys only", m.bytesPerKey(), fmtInt(m.Filled))))
+		}
 	}
 	for _, sc := range []string{"a", "b", "c", "d"} {
 		if !rep.ran(sc) {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -45,9 +47,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
 	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies; watched, and reloaded on SIGHUP")
 	fs.StringVar(&cfg.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration of the Envoy rate limit service (envoy.service.ratelimit.v3, on the gRPC port): a YAML file or a directory of them, one domain each; watched, and reloaded on SIGHUP (default: no domains, every descriptor OK)")
-	capBytes, capFrom := node.DefaultStoreMaxBytes(node.HostMemory())
+	mem := node.HostMemory()
+	capBytes, capFrom := node.DefaultStoreMaxBytes(mem)
 	cfg.Store.MaxBytes = capBytes
 	fs.Var(int64Size(&cfg.Store.MaxBytes), "store-max-bytes", fmt.Sprintf("memory cap of stored limit state, e.g. 512MiB; new keys beyond it are refused with RESOURCE_EXHAUSTED (HTTP 503), stored ones keep working; 0: no cap; the default is %.0f%% of the memory available, here the %s", node.StoreMemoryShare*100, capFrom))
+	gcs := defaultGCSettings(os.LookupEnv, mem)
+	gcPercent, memLimit := gcs.Percent, max(gcs.MemoryLimit, 0)
+	fs.Var(gcPercentFlag{&gcPercent}, "gc-percent", fmt.Sprintf("Go GC percent (GOGC) of a large heap: between collections the heap may grow by this share of the live heap or by %s, whichever is more, but by no more than Go's default of 100%% (a value of 100 or more is used as is); the default is %d unless GOGC is set, which then stays in force%s", formatSize(gcMinHeadroom), defaultGCPercent, gcs.here(gcs.Percent == 0, gcs.describePercent())))
+	fs.Var(int64Size(&memLimit), "memory-limit", fmt.Sprintf("Go soft memory limit (GOMEMLIMIT), e.g. 900MiB: the GC works harder as the process nears it; 0: none; the default is %.0f%% of the container's memory limit unless GOMEMLIMIT is set, which then stays in force%s", memoryLimitShare*100, gcs.here(true, gcs.describeMemoryLimit())))
 	b := &cfg.Bounds
 	fs.DurationVar(&b.HTTPReadHeaderTimeout, "http-read-header-timeout", node.DefaultHTTPReadHeaderTimeout, "HTTP: bound on reading a request's headers")
 	fs.DurationVar(&b.HTTPReadTimeout, "http-read-timeout", node.DefaultHTTPReadTimeout, "HTTP: bound on reading a whole request, body included (a slower body is answered 408)")
@@ -77,6 +84,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	cfg.Join = join
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["gc-percent"] {
+		gcs.Percent, gcs.PercentFrom = gcPercent, "--gc-percent"
+	}
+	if given["memory-limit"] {
+		gcs.MemoryLimit, gcs.MemoryLimitFrom = memLimit, "--memory-limit"
+		if !given["store-max-bytes"] {
+			// The memory available counts the Go memory limit in force.
+			mem.GoMemLimit = func() int64 { return cmp.Or(memLimit, math.MaxInt64) }
+			cfg.Store.MaxBytes, capFrom = node.DefaultStoreMaxBytes(mem)
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -109,8 +129,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopProfile()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gcs.start(ctx)
 	cfg.Logger.Info("starting sluice", "version", version.String(), "node", cfg.NodeName,
-		"store_max_bytes", cfg.Store.MaxBytes, "store_max_bytes_default_from", capFrom)
+		"store_max_bytes", cfg.Store.MaxBytes, "store_max_bytes_default_from", capFrom,
+		"gc_percent", gcs.describePercent(), "memory_limit", gcs.describeMemoryLimit())
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
