@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-rl/sluice/node"
@@ -173,11 +174,14 @@ func liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// startGCTuning applies s to this process: the memory limit at once, and
-// the GC percent in a goroutine that ends with ctx.
-func (s gcSettings) start(ctx context.Context) {
+// start applies s to this process: the memory limit at once, and the GC
+// percent in a goroutine that ends with ctx. The returned func waits for
+// that goroutine.
+func (s gcSettings) start(ctx context.Context) (wait func()) {
 	s.applyMemoryLimit(debug.SetMemoryLimit)
+	var wg sync.WaitGroup
 	if s.Percent > 0 {
-		go tuneGC(ctx, s.Percent, gcTuneInterval, liveHeap, debug.SetGCPercent)
+		wg.Go(func() { tuneGC(ctx, s.Percent, gcTuneInterval, liveHeap, debug.SetGCPercent) })
 	}
+	return wg.Wait
 }

@@ -129,9 +129,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopProfile()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	gcs.start(ctx)
+	gcCtx, stopGC := context.WithCancel(ctx)
+	waitGC := gcs.start(gcCtx)
+	defer waitGC()
+	defer stopGC()
 	cfg.Logger.Info("starting sluice", "version", version.String(), "node", cfg.NodeName,
 		"store_max_bytes", cfg.Store.MaxBytes, "store_max_bytes_default_from", capFrom,
 		"gc_percent", gcs.describePercent(), "memory_limit", gcs.describeMemoryLimit())
