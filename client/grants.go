@@ -21,7 +21,9 @@ import (
 // token-bucket limit; checks that name a policy go to the cluster.
 type GrantOptions struct {
 	// Threshold is the rate of one key's checks in this client (units per
-	// second) above which it uses grants; 0 means 50.
+	// second) above which it uses grants; 0 means 10. A grant request rides
+	// the owner's check stream like a check, so a grant of two tokens
+	// already halves the key's messages.
 	Threshold float64
 	// TTL is how long granted tokens may be spent; 0 means 1s. Keep it at
 	// most the servers' grant TTL.
@@ -34,6 +36,10 @@ type GrantOptions struct {
 	// MaxKeys bounds the keys tracked; 0 means 65,536.
 	MaxKeys int
 }
+
+// DefaultGrantThreshold is GrantOptions.Threshold's default: checks of
+// one key per second in this client.
+const DefaultGrantThreshold = 10
 
 // grants is the client's grant state.
 type grants struct {
@@ -50,8 +56,8 @@ func newGrants(o *GrantOptions) *grants {
 		g.maxShare = 0.1
 	}
 	threshold := o.Threshold
-	if threshold < 0 {
-		threshold = 0
+	if threshold <= 0 {
+		threshold = DefaultGrantThreshold
 	}
 	g.holder = grant.NewHolder(grant.Config{Threshold: threshold, TTL: o.TTL, Refill: o.Refill, MaxKeys: o.MaxKeys})
 	return g

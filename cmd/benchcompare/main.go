@@ -75,7 +75,7 @@ func (o *options) nodeEnv() []string {
 }
 
 // allSystems are the systems, in report order.
-var allSystems = []string{"sluice", "sluice1", "redis", "gubernator", "echo", "ratelimit"}
+var allSystems = []string{"sluice", "sluice-nogrants", "sluice1", "redis", "gubernator", "echo", "ratelimit"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -89,12 +89,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.headline, "headline", "bin/bench-compare-headline.md", "the compact headline table, for the README")
 	fs.Int64Var(&o.keysE, "keys-e", 10_000_000, "distinct keys filled into one node in scenario e")
 	only := fs.String("only", "a,b,c,d,e,f,g", "scenarios to run, comma-separated; rls is f,g (Envoy RLS)")
-	systems := fs.String("systems", "sluice,sluice1,redis,gubernator,echo,ratelimit", "systems to run, comma-separated (sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only; gubernator: Gubernator v2, 3 nodes, in a-d only)")
+	systems := fs.String("systems", "sluice,sluice-nogrants,sluice1,redis,gubernator,echo,ratelimit", "systems to run, comma-separated (sluice-nogrants: the same 3-node Sluice with the client's grants off, in the scenarios where --grants turns them on; sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only; gubernator: Gubernator v2, 3 nodes, in a-d only)")
 	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
 	fs.StringVar(&o.ratelimitBin, "ratelimit", "bin/ratelimit", "envoyproxy/ratelimit's binary, for f and g (make rlsref)")
 	fs.StringVar(&o.gubernatorBin, "gubernator", "bin/gubernator", "Gubernator v2's binary, for a-d (make gubref)")
 	fs.StringVar(&o.rlsSVG, "rls-svg", "docs/bench-compare-rls-latency.svg", "the RLS scenarios' latency plot (empty: none)")
-	fs.StringVar(&o.grants, "grants", "c", "scenarios in which Sluice's Go client holds local token grants (for hot keys), comma-separated; \"\" for none")
+	fs.StringVar(&o.grants, "grants", "a,b,c,d", "scenarios in which Sluice's Go client holds local token grants (its default options: keys above 10 checks/s in the client), comma-separated; \"\" for none")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", 1, "GOMAXPROCS of each Sluice node: three nodes share the machine's cores (0: Go's default, all cores)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 		case "sluice":
 			g := "off in every scenario"
 			if rep.Grants != "" {
-				g = fmt.Sprintf("on in (%s) only (grants are for hot keys; the table rows say which)", rep.Grants)
+				g = fmt.Sprintf("on in (%s), with the client's default options (a key checked more than 10 times a second in\n  the client is answered from tokens its owner granted; the table rows say which)", rep.Grants)
 			}
 			procs := "Go's default GOMAXPROCS"
 			if rep.NodeProcs > 0 {
@@ -31,6 +31,9 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 			w("- **%s**: three `bin/sluice serve` processes in one gossip cluster, %s, called through the Go\n", systemName(sys), procs)
 			w("  client, which sends each check to its key's owner and coalesces concurrent checks into messages on\n")
 			w("  one stream per node; the client's local token grants %s.\n", g)
+		case "sluice-nogrants":
+			w("- **%s**: the same cluster and client with the client's grants off, in the scenarios where\n", systemName(sys))
+			w("  they are on above: every check goes to its key's owner.\n")
 		case "redis":
 			w("- **%s**: one `redis-server` (no persistence), the usual token bucket as a Lua script (a hash\n", systemName(sys))
 			w("  per key, the client's clock), one EVALSHA per check through go-redis v9 with a pool of one\n")
@@ -117,7 +120,7 @@ func writeTail(b *strings.Builder, rep *Report, targets []Target, target, measur
 // renderHeadline is the compact table for the README.
 func renderHeadline(rep *Report) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| scenario |")
+	fmt.Fprintf(&b, "| scenario: checks/s (allowed/s), p99, CPU |")
 	for _, sys := range rep.Systems {
 		fmt.Fprintf(&b, " %s |", systemName(sys))
 	}
@@ -132,7 +135,11 @@ func renderHeadline(rep *Report) string {
 				b.WriteString(" error |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s/s, p99 %s, %.1f CPU s/1M |", fmtRate(r.Summary.ChecksPerSec), fmtMs(r.Summary.Latency.P99), r.CPUPerMillion)
+			allowed := "every one: it decides nothing"
+			if sys != "echo" && r.Summary.Checks > 0 {
+				allowed = fmtRate(r.Summary.ChecksPerSec*float64(r.Summary.Allowed)/float64(r.Summary.Checks)) + "/s allowed"
+			}
+			fmt.Fprintf(&b, " %s/s (%s), p99 %s, %.1f CPU s/1M |", fmtRate(r.Summary.ChecksPerSec), allowed, fmtMs(r.Summary.Latency.P99), r.CPUPerMillion)
 		}
 		b.WriteString("\n")
 	}

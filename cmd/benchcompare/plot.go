@@ -16,12 +16,13 @@ import (
 
 // systemColor is each system's line colour in the plot.
 var systemColor = map[string]color.Color{
-	"sluice":     color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	"sluice1":    color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	"redis":      color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	"echo":       color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
-	"ratelimit":  color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	"gubernator": color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"sluice":          color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"sluice1":         color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	"sluice-nogrants": color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	"redis":           color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"echo":            color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	"ratelimit":       color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"gubernator":      color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 }
 
 // percentileTicks are the x axis's ticks: 1/(1-p) at 50%, 90%, ... 99.999%.

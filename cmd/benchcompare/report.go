@@ -99,6 +99,8 @@ func systemName(sys string) string {
 	switch sys {
 	case "sluice":
 		return "Sluice (3 nodes)"
+	case "sluice-nogrants":
+		return "Sluice (3 nodes), grants off"
 	case "sluice1":
 		return "Sluice (1 node)"
 	case "redis":

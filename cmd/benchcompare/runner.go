@@ -84,7 +84,7 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		r.rep.Machine.Gubernator = gubernatorVersion(r.o.gubernatorBin)
 	}
 	if len(loadScenarios) > 0 {
-		if r.want("sluice") {
+		if r.want("sluice") || r.want("sluice-nogrants") {
 			r.startSluiceCluster(ctx, rls)
 		}
 		if rls && r.want("sluice1") {
@@ -102,7 +102,7 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		for _, sc := range loadScenarios {
 			r.rep.Scenarios = append(r.rep.Scenarios, ScenarioInfo{ID: sc.ID, Title: sc.Title, Short: sc.Short, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate, RLS: sc.RLS})
 			for _, sys := range r.o.systems {
-				if !sc.runs(sys) {
+				if !sc.runs(sys) || (sys == "sluice-nogrants" && !r.o.grantsIn(sc.ID)) {
 					continue
 				}
 				if err := ctx.Err(); err != nil {

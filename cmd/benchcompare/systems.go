@@ -105,7 +105,7 @@ func (r *runner) startEcho(ctx context.Context) {
 // servers returns the system's server processes, or why there are none.
 func (r *runner) servers(sys string) ([]*child, error) {
 	switch sys {
-	case "sluice":
+	case "sluice", "sluice-nogrants":
 		if r.sluiceErr != nil {
 			return nil, r.sluiceErr
 		}
@@ -159,6 +159,12 @@ func (r *runner) newTarget(ctx context.Context, sc scenario, sys string) (bench.
 			addrs[i] = n.grpc
 		}
 		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, r.o.grantsIn(sc.ID))
+	case "sluice-nogrants":
+		addrs := make([]string, len(r.sluice))
+		for i, n := range r.sluice {
+			addrs[i] = n.grpc
+		}
+		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, false)
 	case "redis":
 		t, err := newRedisTarget(ctx, r.redisAddr, sc.Workers, limitN, limitBurst, limitPeriod)
 		if err != nil {
