@@ -122,7 +122,11 @@ func renderHeadline(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| scenario: checks/s (allowed/s), p99, CPU |")
 	for _, sys := range rep.Systems {
-		fmt.Fprintf(&b, " %s |", systemName(sys))
+		name := systemName(sys)
+		if sys == "sluice" && rep.Grants != "" {
+			name += ", grants on in (" + rep.Grants + ")"
+		}
+		fmt.Fprintf(&b, " %s |", name)
 	}
 	b.WriteString("\n|---|")
 	b.WriteString(strings.Repeat("---|", len(rep.Systems)))
