@@ -26,10 +26,14 @@ func (r *runner) progress() io.Writer {
 // runLoad runs one scenario against one system and measures the CPU of the
 // system's servers and of this process around it.
 func (r *runner) runLoad(ctx context.Context, sc scenario, sys string) Result {
+	duration := r.o.duration
+	if sc.Duration > 0 {
+		duration = sc.Duration
+	}
 	res := Result{Scenario: sc.ID, System: sys, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate,
-		DurationSec: r.o.duration.Seconds()}
+		DurationSec: duration.Seconds()}
 	if sys == "sluice" && !sc.RLS {
-		res.Grants = r.o.grantsIn(sc.ID)
+		res.Grants = r.o.grantsIn(sc.grantsID())
 	}
 	procs, err := r.servers(sys)
 	if err != nil {
@@ -45,7 +49,7 @@ func (r *runner) runLoad(ctx context.Context, sc scenario, sys string) Result {
 	cfg := bench.Config{
 		Workers: sc.Workers, Keys: sc.Keys, Hot: sc.Hot, KeyPrefix: sc.ID + ":",
 		Limit: limitN, Period: limitPeriod, Burst: limitBurst,
-		Duration: r.o.duration, Rate: sc.Rate, Batch: 1,
+		Duration: duration, Rate: sc.Rate, Batch: 1,
 		Progress: r.progress(), Timeout: callTimeout,
 	}
 	if sc.RLS {

@@ -51,6 +51,7 @@ type options struct {
 	gubernatorBin string
 	rlsSVG        string
 	grants        string // the scenarios in which Sluice's client holds grants, e.g. "c"
+	curveDuration time.Duration
 	// nodeProcs is each Sluice node's GOMAXPROCS (0: Go's default).
 	nodeProcs int
 	flagsText string // the flags given, for the report's command line
@@ -88,13 +89,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonOut, "json", "bin/bench-compare.json", "all results as JSON")
 	fs.StringVar(&o.headline, "headline", "bin/bench-compare-headline.md", "the compact headline table, for the README")
 	fs.Int64Var(&o.keysE, "keys-e", 10_000_000, "distinct keys filled into one node in scenario e")
-	only := fs.String("only", "a,b,c,d,e,f,g", "scenarios to run, comma-separated; rls is f,g (Envoy RLS)")
+	only := fs.String("only", "a,b,c,d,e,f,g,h", "scenarios to run, comma-separated; rls is f,g (Envoy RLS); h is throughput vs callers (1, 8, 64, 256)")
+	fs.DurationVar(&o.curveDuration, "curve-duration", 5*time.Second, "duration of each point of scenario h (throughput vs callers)")
 	systems := fs.String("systems", "sluice,sluice-nogrants,sluice1,redis,gubernator,echo,ratelimit", "systems to run, comma-separated (sluice-nogrants: the same 3-node Sluice with the client's grants off, in the scenarios where --grants turns them on; sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only; gubernator: Gubernator v2, 3 nodes, in a-d only)")
 	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
 	fs.StringVar(&o.ratelimitBin, "ratelimit", "bin/ratelimit", "envoyproxy/ratelimit's binary, for f and g (make rlsref)")
 	fs.StringVar(&o.gubernatorBin, "gubernator", "bin/gubernator", "Gubernator v2's binary, for a-d (make gubref)")
 	fs.StringVar(&o.rlsSVG, "rls-svg", "docs/bench-compare-rls-latency.svg", "the RLS scenarios' latency plot (empty: none)")
-	fs.StringVar(&o.grants, "grants", "a,b,c,d", "scenarios in which Sluice's Go client holds local token grants (its default options: keys above 10 checks/s in the client), comma-separated; \"\" for none")
+	fs.StringVar(&o.grants, "grants", "a,b,c,d,h", "scenarios in which Sluice's Go client holds local token grants (its default options: keys above 10 checks/s in the client), comma-separated; \"\" for none")
 	fs.IntVar(&o.nodeProcs, "node-gomaxprocs", 1, "GOMAXPROCS of each Sluice node: three nodes share the machine's cores (0: Go's default, all cores)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -132,6 +134,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.duration <= 0 {
 		return nil, fmt.Errorf("--duration: must be > 0")
 	}
+	if o.curveDuration <= 0 {
+		return nil, fmt.Errorf("--curve-duration: must be > 0")
+	}
 	if o.keysE <= 0 {
 		return nil, fmt.Errorf("--keys-e: must be > 0")
 	}
@@ -146,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			continue
 		}
 		if !strings.Contains(scenarioIDs, s) || len(s) != 1 {
-			return nil, fmt.Errorf("--only: %q is not one of a, b, c, d, e, f, g, rls", s)
+			return nil, fmt.Errorf("--only: %q is not one of a, b, c, d, e, f, g, h, rls", s)
 		}
 		o.only[s] = true
 	}

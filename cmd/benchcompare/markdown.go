@@ -57,6 +57,7 @@ func renderSection(rep *Report, targets []Target, svgLink string) string {
 	for _, sc := range rep.Scenarios {
 		writeScenarioTable(&b, rep, sc)
 	}
+	writeCurve(&b, rep)
 	if len(rep.Memory) > 0 {
 		w("### (e) one node holding %s distinct keys\n\n", fmtInt(rep.KeysE))
 		w("A fresh single node filled through its client in calls (Sluice) or pipelines of EVALSHA (Redis,\n")

@@ -23,11 +23,14 @@ type Report struct {
 	KeysE       int64     `json:"keys_e"`
 	Systems     []string  `json:"systems"`
 	// RLSConfig is the ratelimit config of the RLS scenarios (f, g).
-	RLSConfig   string         `json:"rls_config,omitempty"`
-	Scenarios   []ScenarioInfo `json:"scenarios"`
-	Results     []Result       `json:"results"`
-	Memory      []MemResult    `json:"memory,omitempty"`
-	Interrupted bool           `json:"interrupted,omitempty"`
+	RLSConfig string         `json:"rls_config,omitempty"`
+	Scenarios []ScenarioInfo `json:"scenarios"`
+	// Curve is the callers of scenario h's points, whose results are
+	// scenarios h1, h8, ...
+	Curve       []int       `json:"curve_callers,omitempty"`
+	Results     []Result    `json:"results"`
+	Memory      []MemResult `json:"memory,omitempty"`
+	Interrupted bool        `json:"interrupted,omitempty"`
 }
 
 // Machine describes where the run happened.

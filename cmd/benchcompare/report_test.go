@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +176,29 @@ func TestRenderAndPlot(t *testing.T) {
 	}
 	if !strings.Contains(string(svg), "<svg") {
 		t.Errorf("not an SVG")
+	}
+}
+
+// Scenario h's table has a column per number of callers and a row per
+// system that ran, Sluice's named with its grants.
+func TestCurveTable(t *testing.T) {
+	rep := &Report{Systems: []string{"sluice", "sluice-nogrants", "redis"}, Curve: []int{1, 8}}
+	for _, n := range rep.Curve {
+		for _, sys := range rep.Systems {
+			s := &bench.Summary{Checks: 1, ChecksPerSec: float64(1000 * n), Latency: bench.Latency{P99: time.Millisecond}}
+			rep.Results = append(rep.Results, Result{Scenario: fmt.Sprintf("h%d", n), System: sys, Summary: s, Grants: sys == "sluice"})
+		}
+	}
+	var b strings.Builder
+	writeCurve(&b, rep)
+	out := b.String()
+	for _, want := range []string{"| system | 1 | 8 |", "| Sluice (3 nodes), grants on | 1,000 (1.00 ms) | 8,000 (1.00 ms) |",
+		"| Sluice (3 nodes), grants off |", "| Redis + Lua |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("curve table lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := parseFlags([]string{"--curve-duration", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--curve-duration") {
+		t.Errorf("--curve-duration 0: %v", err)
 	}
 }

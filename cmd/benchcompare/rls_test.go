@@ -17,8 +17,8 @@ func TestOnlyRLSAndWhoRuns(t *testing.T) {
 	if len(o.only) != 2 || !o.only["f"] || !o.only["g"] {
 		t.Fatalf("--only rls: %v, want f and g", o.only)
 	}
-	if _, err := parseFlags([]string{"--only", "h"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--only") {
-		t.Fatalf("--only h: %v", err)
+	if _, err := parseFlags([]string{"--only", "i"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--only") {
+		t.Fatalf("--only i: %v", err)
 	}
 	for _, sc := range scenarios {
 		for _, sys := range allSystems {

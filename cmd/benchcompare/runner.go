@@ -72,6 +72,13 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 			other = other || !sc.RLS
 		}
 	}
+	var curve []scenario
+	if r.o.only["h"] {
+		for _, w := range curveCallers {
+			curve = append(curve, curvePoint(w, r.o.curveDuration))
+		}
+		other = true
+	}
 	if r.want("redis") || (rls && r.want("ratelimit")) {
 		r.startRedis(ctx)
 	}
@@ -83,7 +90,7 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 	if other && r.want("gubernator") {
 		r.rep.Machine.Gubernator = gubernatorVersion(r.o.gubernatorBin)
 	}
-	if len(loadScenarios) > 0 {
+	if len(loadScenarios) > 0 || len(curve) > 0 {
 		if r.want("sluice") || r.want("sluice-nogrants") {
 			r.startSluiceCluster(ctx, rls)
 		}
@@ -99,10 +106,14 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		if rls && r.want("ratelimit") {
 			r.startReference(ctx)
 		}
-		for _, sc := range loadScenarios {
-			r.rep.Scenarios = append(r.rep.Scenarios, ScenarioInfo{ID: sc.ID, Title: sc.Title, Short: sc.Short, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate, RLS: sc.RLS})
+		for i, sc := range append(loadScenarios, curve...) {
+			if i < len(loadScenarios) {
+				r.rep.Scenarios = append(r.rep.Scenarios, ScenarioInfo{ID: sc.ID, Title: sc.Title, Short: sc.Short, Workers: sc.Workers, Keys: sc.Keys, Rate: sc.Rate, RLS: sc.RLS})
+			} else {
+				r.rep.Curve = append(r.rep.Curve, sc.Workers)
+			}
 			for _, sys := range r.o.systems {
-				if !sc.runs(sys) || (sys == "sluice-nogrants" && !r.o.grantsIn(sc.ID)) {
+				if !sc.runs(sys) || (sys == "sluice-nogrants" && !r.o.grantsIn(sc.grantsID())) {
 					continue
 				}
 				if err := ctx.Err(); err != nil {

@@ -1,6 +1,9 @@
 package main
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The limit of every key in scenarios a-d: 100 per second, burst 100.
 const (
@@ -32,6 +35,11 @@ type scenario struct {
 	Keys    int
 	Hot     bool
 	Rate    float64 // > 0: open loop at this many checks/s
+	// Group is the scenario whose --grants setting applies (h for the
+	// points of the throughput-vs-callers curve); "" means ID.
+	Group string
+	// Duration overrides --duration when set (the curve's points).
+	Duration time.Duration
 	// RLS: the checks are Envoy RLS v3 ShouldRateLimit calls, against
 	// Sluice and envoyproxy/ratelimit + Redis (rls.go).
 	RLS bool
@@ -68,4 +76,22 @@ var scenarios = []scenario{
 }
 
 // scenarioIDs are the scenarios --only takes, with "rls" for f and g.
-const scenarioIDs = "abcdefg"
+const scenarioIDs = "abcdefgh"
+
+// curveCallers are the callers of scenario h's points: throughput against
+// callers, 1,000 keys uniform, closed loop.
+var curveCallers = []int{1, 8, 64, 256}
+
+// curvePoint is scenario h's point at callers workers.
+func curvePoint(workers int, d time.Duration) scenario {
+	return scenario{ID: fmt.Sprintf("h%d", workers), Group: "h", Workers: workers, Keys: 1000, Duration: d,
+		Title: fmt.Sprintf("throughput vs callers: 1,000 keys uniform, %d callers, closed loop", workers)}
+}
+
+// grantsID is the scenario whose --grants setting applies to sc.
+func (sc scenario) grantsID() string {
+	if sc.Group != "" {
+		return sc.Group
+	}
+	return sc.ID
+}

@@ -158,7 +158,7 @@ func (r *runner) newTarget(ctx context.Context, sc scenario, sys string) (bench.
 		for i, n := range r.sluice {
 			addrs[i] = n.grpc
 		}
-		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, r.o.grantsIn(sc.ID))
+		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, r.o.grantsIn(sc.grantsID()))
 	case "sluice-nogrants":
 		addrs := make([]string, len(r.sluice))
 		for i, n := range r.sluice {

@@ -88,3 +88,48 @@ func writeScenarioTable(b *strings.Builder, rep *Report, sc ScenarioInfo) {
 	}
 	w("\n")
 }
+
+// writeCurve writes scenario h: each system's checks/s (and p99) against
+// the callers, 1,000 keys uniform, closed loop.
+func writeCurve(b *strings.Builder, rep *Report) {
+	if len(rep.Curve) == 0 {
+		return
+	}
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("### (h) throughput vs callers: 1,000 keys uniform, closed loop\n\n")
+	w("checks/s (p99) at each number of callers; each point a run of its own.\n\n")
+	w("| system |")
+	for _, n := range rep.Curve {
+		w(" %d |", n)
+	}
+	w("\n|---|%s\n", strings.Repeat("---|", len(rep.Curve)))
+	for _, sys := range rep.Systems {
+		name := systemName(sys)
+		any := false
+		var cells strings.Builder
+		for _, n := range rep.Curve {
+			r := rep.result(fmt.Sprintf("h%d", n), sys)
+			switch {
+			case r == nil:
+				cells.WriteString(" |")
+			case !r.ok():
+				any = true
+				cells.WriteString(" error |")
+			default:
+				any = true
+				if sys == "sluice" {
+					if r.Grants {
+						name = systemName(sys) + ", grants on"
+					} else {
+						name = systemName(sys) + ", grants off"
+					}
+				}
+				fmt.Fprintf(&cells, " %s (%s) |", fmtRate(r.Summary.ChecksPerSec), fmtMs(r.Summary.Latency.P99))
+			}
+		}
+		if any {
+			w("| %s |%s\n", name, cells.String())
+		}
+	}
+	w("\n")
+}
