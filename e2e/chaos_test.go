@@ -121,6 +121,11 @@ func TestChaos(t *testing.T) {
 	live := []string{"n0", "n1", "n2"}
 	deadline := time.Now().Add(*chaosDuration)
 	var results []eventResult
+	defer func() {
+		if t.Skipped() && len(results) > 0 { // a finding ended the run early (not strict)
+			chaosReport(t, seed, results)
+		}
+	}()
 	for i := 0; time.Now().Before(deadline); i++ { // on after a failed audit: the report shows every kind
 		kind := pickFault(rng, live)
 		for _, r := range runFault(t, c, rng, seed, i, kind, &live) {
@@ -291,6 +296,12 @@ func faultAction(t *testing.T, c *cluster, rng *rand.Rand, k faultKind, target s
 	others := slices.DeleteFunc(slices.Clone(*live), func(s string) bool { return s == target })
 	settle := func(shorts []string) {
 		if err := c.waitMembers(len(shorts), c.names(shorts...), 90*time.Second); err != nil {
+			if !*chaosStrict {
+				// A finding like the others, but the faults after it
+				// would run on a cluster in an unknown state: the test
+				// ends here, with the report of the faults so far.
+				t.Skipf("FINDING (not strict): after %s of %s the live nodes did not form one ring again; the fault test ends here: %v", k, target, err)
+			}
 			t.Fatal(err)
 		}
 	}
