@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -56,14 +57,31 @@ func TestMain(m *testing.M) {
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
+//
+// The port is drawn below Linux's ephemeral range (32768 up), where the
+// kernel gives no outgoing connection a port: a port of :0 is free when
+// drawn but may be any connection's by the time a process binds it (CI saw
+// a gossip port taken so). It must be free for TCP and UDP (memberlist
+// binds both).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port below the ephemeral range in 200 draws")
+	return ""
 }
 
 // server is a `sluice serve` process.
