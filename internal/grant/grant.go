@@ -158,6 +158,7 @@ type slot struct {
 	resetAfter  time.Duration
 	deniedUntil int64
 	deniedCost  int64
+	shortAt     int64         // when the owner last granted less than asked; 0 since a full grant
 	inflight    chan struct{} // closed when the request in flight ends; nil if none
 }
 
@@ -264,6 +265,19 @@ func (h *Holder) Use(ctx context.Context, key uint64, now, cost, capacity, most 
 			g.mu.Unlock()
 			return out, true
 		}
+		if g.shortAt != 0 && now-g.shortAt < int64(h.cfg.Refill) && cost <= target {
+			// The owner ran short moments ago: the key is at its limit,
+			// and its tokens come as the owner accrues them. Rather than
+			// have this check wait a round trip for one, deny it here and
+			// ask in the background: the tokens that come admit the next
+			// checks, so the key admits as much, without the waits.
+			if g.inflight == nil {
+				h.refill(g, target, ask, clock)
+			}
+			out := h.answer(g, capacity, false, h.cfg.DenyHold)
+			g.mu.Unlock()
+			return out, true
+		}
 		if wait := g.inflight; wait != nil && attempt == 0 {
 			// A request is on its way: wait for it rather than asking too.
 			g.mu.Unlock()
@@ -335,7 +349,7 @@ func (h *Holder) request(ctx context.Context, g *slot, want, now int64, ask Ask)
 		}
 		h.granted.Add(uint64(r.Granted))
 		g.add(&r, now, h.cfg.TTL)
-		g.deniedUntil, g.deniedCost = 0, 0
+		g.deniedUntil, g.deniedCost, g.shortAt = 0, 0, 0
 	case r.Granted > 0:
 		// The owner is running short: spend what it gave, then hold off
 		// (deny locally) for DenyHold rather than ask for crumbs.
@@ -344,10 +358,10 @@ func (h *Holder) request(ctx context.Context, g *slot, want, now int64, ask Ask)
 		}
 		h.granted.Add(uint64(r.Granted))
 		g.add(&r, now, h.cfg.TTL)
-		g.deniedUntil, g.deniedCost = now+int64(h.cfg.DenyHold), 1
+		g.deniedUntil, g.deniedCost, g.shortAt = now+int64(h.cfg.DenyHold), 1, now
 	default:
 		g.deniedUntil = now + int64(max(r.RetryAfter, h.cfg.DenyHold))
-		g.deniedCost = 1
+		g.deniedCost, g.shortAt = 1, now
 	}
 	g.remaining, g.resetAfter = r.Remaining, r.ResetAfter
 	return true

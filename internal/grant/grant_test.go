@@ -112,8 +112,44 @@ func TestHolderShortGrantHolds(t *testing.T) {
 	o.mu.Lock()
 	o.tokens = 5
 	o.mu.Unlock()
-	if !use(t0+11*ms, 1).Allowed || o.count() != 2 {
-		t.Fatalf("after the hold: want one more ask and an allow (%d asks)", o.count())
+	// After the hold, within Refill of the short grant, the key is at its
+	// limit: the check is denied here while one ask goes in the
+	// background, whose tokens admit the next checks.
+	if use(t0+11*ms, 1).Allowed {
+		t.Fatalf("after the hold, the owner short 11ms ago: allowed, want a deny while asking in the background")
+	}
+	h.bg.Wait()
+	if o.count() != 2 {
+		t.Fatalf("after the hold: %d asks, want one more, in the background", o.count())
+	}
+	if !use(t0+12*ms, 1).Allowed || o.count() != 2 {
+		t.Fatalf("the background grant's tokens: want an allow without asking (%d asks)", o.count())
+	}
+}
+
+// A key that was short more than Refill ago is asked for at once again:
+// a check waits for its owner rather than be denied on stale news.
+func TestHolderShortIsForgotten(t *testing.T) {
+	ms := int64(time.Millisecond)
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	o := &owner{tokens: 2}
+	h := NewHolder(Config{DenyHold: 10 * time.Millisecond, Refill: 100 * time.Millisecond})
+	defer h.Close()
+	use := func(at, cost int64) Outcome {
+		out, ok := h.Use(context.Background(), 9, at, cost, 100, 10, true, o.ask, func() int64 { return at })
+		if !ok {
+			t.Fatalf("at +%dms: not handled", (at-t0)/ms)
+		}
+		return out
+	}
+	if use(t0, 3).Allowed { // 2 of 3 granted: short
+		t.Fatal("cost 3 with 2 granted: allowed")
+	}
+	o.mu.Lock()
+	o.tokens = 5
+	o.mu.Unlock()
+	if !use(t0+150*ms, 3).Allowed || o.count() != 2 {
+		t.Fatalf("150ms after the short grant: want an ask at once and an allow (%d asks)", o.count())
 	}
 }
 
