@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -74,16 +75,37 @@ func requireDocker(t *testing.T) {
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago. Ports
 // are fixed up front (not `-p 127.0.0.1::8081`) so that they survive
-// `docker start` after a stop or kill.
+// `docker start` after a stop or kill. They are drawn below Linux's
+// ephemeral range (32768 up), where no outgoing connection takes one
+// meanwhile, and never twice in one run: a port published by a container
+// that still exists is Docker's even while it is not bound (CI saw "port
+// is already allocated").
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	usedPorts.Lock()
+	defer usedPorts.Unlock()
+	for range 500 {
+		port := 20000 + rand.IntN(12000)
+		if usedPorts.m[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		usedPorts.m[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port below the ephemeral range in 500 draws")
+	return 0
 }
+
+// usedPorts are the ports freePort has handed out in this run.
+var usedPorts = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
 
 type node struct {
 	short     string // n0
