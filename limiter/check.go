@@ -45,7 +45,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 			return out[:0], &FieldError{i, "algorithm", "concurrency limits are taken with Acquire and Release; Check may only read them (cost 0)", ErrInvalid}
 		}
 		if reqs[i].UpTo {
-			if err := upToValid(i, r.limit, reqs[i].Cost); err != nil {
+			if err := grantValid(i, r.limit, reqs[i].Cost, "up_to", "cost"); err != nil {
 				return out[:0], err
 			}
 		}
@@ -72,14 +72,16 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 	return out, nil
 }
 
-// upToValid checks a grant request (Request.UpTo) of cost units of lim,
-// item i of a batch.
-func upToValid(i int, lim bucket.Limit, cost int64) error {
+// grantValid checks a grant (or a return) of n units of lim, item i of a
+// request: a token bucket, and 1 to its capacity. algField and nField name
+// the fields an error names (Check: "up_to" and "cost"; Grant:
+// "algorithm" and "want").
+func grantValid(i int, lim bucket.Limit, n int64, algField, nField string) error {
 	if lim.Algorithm != bucket.TokenBucket {
-		return &FieldError{i, "up_to", "grants take a token bucket, not " + lim.Algorithm.String(), ErrInvalid}
+		return &FieldError{i, algField, "grants take a token bucket, not " + lim.Algorithm.String(), ErrInvalid}
 	}
-	if cost <= 0 || cost > lim.Capacity() {
-		return &FieldError{i, "cost", "a grant request (up_to) takes 1 to the limit's capacity", ErrInvalid}
+	if n <= 0 || n > lim.Capacity() {
+		return &FieldError{i, nField, "must be between 1 and the limit's capacity", ErrInvalid}
 	}
 	return nil
 }

@@ -151,11 +151,5 @@ func (l *Limiter) resolveGrant(req *Request, n int64, field string) (resolved, e
 	if err != nil {
 		return r, err
 	}
-	if r.limit.Algorithm != bucket.TokenBucket {
-		return r, &FieldError{0, "algorithm", "grants take a token bucket, not " + r.limit.Algorithm.String(), ErrInvalid}
-	}
-	if n <= 0 || n > r.limit.Capacity() {
-		return r, &FieldError{0, field, "must be between 1 and the limit's capacity", ErrInvalid}
-	}
-	return r, nil
+	return r, grantValid(0, r.limit, n, "algorithm", field)
 }

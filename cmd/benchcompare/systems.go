@@ -153,18 +153,13 @@ func (r *runner) newTarget(ctx context.Context, sc scenario, sys string) (bench.
 		return r.newRLSTarget(ctx, sys)
 	}
 	switch sys {
-	case "sluice":
+	case "sluice", "sluice-nogrants":
 		addrs := make([]string, len(r.sluice))
 		for i, n := range r.sluice {
 			addrs[i] = n.grpc
 		}
-		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, r.o.grantsIn(sc.grantsID()))
-	case "sluice-nogrants":
-		addrs := make([]string, len(r.sluice))
-		for i, n := range r.sluice {
-			addrs[i] = n.grpc
-		}
-		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, false)
+		grants := sys == "sluice" && r.o.grantsIn(sc.grantsID())
+		return bench.NewSluiceTarget(addrs, limitN, limitBurst, limitPeriod, grants)
 	case "redis":
 		t, err := newRedisTarget(ctx, r.redisAddr, sc.Workers, limitN, limitBurst, limitPeriod)
 		if err != nil {
