@@ -124,15 +124,19 @@ func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.En
 // AcceptHandoff merges states pushed by node from, their previous owner,
 // and records the partitions it has finished handing off. States that
 // this node's ring gives a third node are passed on to it before
-// AcceptHandoff returns (see passOn). It returns how many states the
+// AcceptHandoff returns (see passOn); if that third node does not take
+// them, AcceptHandoff fails with ErrPeerUnavailable (they stay here too,
+// and the sender keeps its copy). It returns how many states the
 // store refused (full); a leaving node refuses them all with ErrLeaving.
 //
 // States from a caller that is not a member of this node's ring, nor one
 // that left it less than the pending TTL ago, are refused with
 // ErrNotMember and nothing is merged, unless this node is not in a
 // multi-node ring yet. A call with only donePartitions is taken from any
-// caller: acknowledgements from a node this node does not know are never
-// consulted (pending asks its ring's members).
+// caller: it may come before this node's ring has the caller, and counts
+// once the ring does (a pending partition waits for its ring's members).
+// The caller's states that arrive later are passed on to this node, and
+// passOn retries while this node refuses them.
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
 	if len(entries) > 0 {
 		if err := l.checkPeer("Handoff", from, orUnclustered); err != nil {
@@ -156,7 +160,7 @@ func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []stor
 		l.adopting.RUnlock()
 	}
 	if err == nil {
-		l.passOn(ctx, v, onward)
+		err = l.passOn(ctx, v, onward)
 	}
 	return refused, err
 }

@@ -2,8 +2,11 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
@@ -49,28 +52,87 @@ func (l *Limiter) adopt(v *view, from string, entries []store.Entry) map[string]
 // the push is answered closes that gap. A key already being passed on by
 // this node stays here (the rings on the way disagree in a circle, and it
 // must stop somewhere).
-func (l *Limiter) passOn(ctx context.Context, v *view, groups map[string][]uint64) {
+//
+// It returns an error wrapping ErrPeerUnavailable if some owner refused
+// its states because its ring does not have this node: they stay here
+// too, and the push that brought them must fail, so that its sender keeps its copy (it has acknowledged
+// nothing of them to that owner, which fetches them from it).
+func (l *Limiter) passOn(ctx context.Context, v *view, groups map[string][]uint64) error {
+	var first error
 	for name, keys := range groups {
 		to, _ := v.ring.Member(name)
-		l.passOnTo(ctx, v.ring, to, keys)
+		if err := l.passOnTo(ctx, v.ring, to, keys); err != nil && first == nil {
+			first = err
+		}
 		l.passing.release(keys)
 	}
+	return first
 }
 
+// Retrying a pass-on that the owner refused because its ring does not have
+// this node yet (ErrNotMember: it has not heard of this node's join): the
+// first wait, the longest, and the share of the push's time left that
+// the retries may take.
+const (
+	passOnRetryMin   = 10 * time.Millisecond
+	passOnRetryMax   = 100 * time.Millisecond
+	passOnRetryShare = 2 // half
+	// passOnRetryNoDeadline bounds the retries of a call without deadline.
+	passOnRetryNoDeadline = time.Second
+)
+
 // passOnTo moves the states of keys to node to. If to does not take them,
-// they stay here.
-func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, keys []uint64) {
+// they stay here; it returns an error only if to still refuses this node
+// as not a member (to would count them afresh on this node's
+// acknowledgement). An owner that is leaving or out of reach will not.
+//
+// An owner that refuses because its ring does not have this node yet is
+// asked again until it takes them or half of ctx's time is spent: gossip
+// tells it of this node soon, and the acknowledgements this node sent it
+// before the states arrived (taken from any caller, see AcceptHandoff)
+// would otherwise say this node holds nothing of them.
+func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, keys []uint64) error {
 	now := l.clock().UnixNano()
 	states := l.store.Extract(now, keys)
 	if len(states) == 0 {
-		return
+		return nil
 	}
-	if err := l.peers.Handoff(ctx, to, states, nil); err != nil {
+	budget := passOnRetryNoDeadline
+	if dl, ok := ctx.Deadline(); ok {
+		budget = time.Until(dl) / passOnRetryShare
+	}
+	giveUp := time.Now().Add(budget)
+	wait := passOnRetryMin
+	var err error
+	for {
+		err = l.peers.Handoff(ctx, to, states, nil)
+		if err == nil || !errors.Is(err, ErrNotMember) || time.Now().Add(wait).After(giveUp) {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wait = min(2*wait, passOnRetryMax)
+	}
+	if err != nil {
 		for _, e := range states {
 			_ = l.store.Import(e, now) // room: they were here a moment ago
 		}
 		l.log.Warn("handoff: could not pass states on to their owner; they stay here", "to", to.Name, "states", len(states), "err", err)
-		return
+		if !errors.Is(err, ErrNotMember) {
+			// The owner is leaving or out of reach: it will not count
+			// them on an acknowledgement from this node.
+			return nil
+		}
+		// The cause is not wrapped: the pusher must not take this node for
+		// a refusing one.
+		return fmt.Errorf("%w: passing %d states on to %s: %v", ErrPeerUnavailable, len(states), to.Name, err)
 	}
 	parts := make([]int, len(keys))
 	for i, k := range keys {
@@ -78,6 +140,7 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	}
 	l.acks.forget(to.Name, parts)
 	l.metrics.handedOff.Add(float64(len(states)))
+	return nil
 }
 
 // keySet is a set of keys safe for concurrent use; has is one atomic load
