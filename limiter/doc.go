@@ -38,7 +38,12 @@
 //     them here until its ring changes: the sender has let go of them.
 //     HandOff acknowledges no partition of an adopted key, and adopting
 //     waits while HandOff sends its acknowledgements, so a sender whose
-//     ring gives it the key back fetches it from the adopter.
+//     ring gives it the key back fetches it from the adopter. An owner
+//     that refuses the states because its ring does not have this node
+//     yet (a joiner, whose acknowledgements it took before it knew it) is
+//     asked again for up to half the push's time; if it still refuses,
+//     the push fails and its sender keeps its copy, which the owner then
+//     fetches (TestClusterTwoJoinThenLeave).
 //  4. Deciding a key the ring gives to another node (fetch.go). A forwarded
 //     check whose hop budget is spent is decided where it lands, even if
 //     that node's ring names another owner (the rings disagree); if the key

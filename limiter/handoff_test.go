@@ -1,8 +1,10 @@
 package limiter_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
@@ -196,4 +198,88 @@ func TestHandoffAdoptedKeyIsNotAcknowledged(t *testing.T) {
 	if bad := remainingOrFallback(t, c, "n0", ks, hourly, 40, false); len(bad) > 0 {
 		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
 	}
+}
+
+// Two joins, as node tests saw them: n4 sees the five members first and
+// acknowledges n3's partitions to it (n3 takes acknowledgements from a
+// node it does not know yet); n1, whose ring has n4 but not n3, then
+// hands n4 a key whose owner on n4's ring is n3. n4 must pass the key on
+// to n3, which refuses it while its ring lacks n4. If n4 kept the key,
+// n3, once it saw n4, would take n4's acknowledgement and count the key
+// afresh. Either n3 learns of n4 while n4 retries (the key reaches n3), or
+// the push fails and n1 keeps its copy, which n3 fetches.
+func TestHandoffPassOnToOwnerThatDoesNotKnowTheJoiner(t *testing.T) {
+	all := []string{"n0", "n1", "n2", "n3", "n4"}
+	no4 := []string{"n0", "n1", "n2", "n3"}
+	no3 := []string{"n0", "n1", "n2", "n4"}
+	calc := limitertest.NewCluster(t, nil, all...)
+	calc.SetRing("n0", old3...)
+	calc.SetRing("n1", no3...)
+	var ks []string
+	for i := 0; len(ks) < 3 && i < 200000; i++ {
+		k := fmt.Sprintf("acct:%d", i)
+		req := limiter.Request{Key: k, Limit: hourly}
+		if calc.Owner("n0", req) == "n1" && calc.Owner("n1", req) == "n4" && calc.Owner("n2", req) == "n3" {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		t.Fatal("no key owned by n1 on 3 members, n4 on 4 and n3 on 5")
+	}
+	// setUp returns a cluster where n1 is about to hand the keys to n4.
+	setUp := func(t *testing.T) *limitertest.Cluster {
+		c := limitertest.NewCluster(t, noReplicas, old3...)
+		spend(t, c, "n0", ks, hourly, 60)
+		c.Add("n3")
+		c.Add("n4")
+		for i, s := range []step{
+			onRing("n3", no4...), onRing("n4", all...),
+			handOff("n4"), // n4 holds nothing: it acknowledges n3's partitions
+			onRing("n1", no3...),
+		} {
+			if err := s.do(c); err != nil {
+				t.Fatalf("step %d (%s): %v", i, s.what, err)
+			}
+		}
+		return c
+	}
+	read := func(t *testing.T, c *limitertest.Cluster, on string) {
+		t.Helper()
+		if bad := remainingOrFallback(t, c, on, ks, hourly, 40, false); len(bad) > 0 {
+			t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
+		}
+	}
+
+	t.Run("the owner learns of the joiner while it retries", func(t *testing.T) {
+		c := setUp(t)
+		done := make(chan error, 1)
+		go func() { _, err := c.HandOff("n1"); done <- err }()
+		deadline := time.Now().Add(5 * time.Second)
+		for c.Net.Calls("n4", "n3").Handoff == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("n4 never tried to pass the keys on to n3")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		c.SetRing("n3", all...)
+		if err := <-done; err != nil {
+			t.Fatalf("n1: HandOff: %v", err)
+		}
+		read(t, c, "n3")
+		read(t, c, "n0")
+	})
+	t.Run("the owner never learns of it in time", func(t *testing.T) {
+		c := setUp(t)
+		if _, err := c.HandOff("n1"); !errors.Is(err, limiter.ErrPeerUnavailable) {
+			t.Fatalf("n1: HandOff: %v, want an error wrapping ErrPeerUnavailable (n4 could not pass the keys on)", err)
+		}
+		c.SetRing("n3", all...)
+		// n1 refuses n3's fetch while its ring lacks n3: the keys answer
+		// from their failure mode, never afresh.
+		if bad := remainingOrFallback(t, c, "n3", ks, hourly, 40, true); len(bad) > 0 {
+			t.Fatalf("before n1 sees n3: %d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
+		}
+		c.SetRing("n1", all...)
+		read(t, c, "n3") // fetched from n1, which kept them
+	})
 }
