@@ -55,8 +55,9 @@ func (l *Limiter) adopt(v *view, from string, entries []store.Entry) map[string]
 //
 // It returns an error wrapping ErrPeerUnavailable if some owner refused
 // its states because its ring does not have this node: they stay here
-// too, and the push that brought them must fail, so that its sender keeps its copy (it has acknowledged
-// nothing of them to that owner, which fetches them from it).
+// too, and the push that brought them must fail, so that its sender keeps
+// its copy (it has acknowledged nothing of them to that owner, which
+// fetches them from it).
 func (l *Limiter) passOn(ctx context.Context, v *view, groups map[string][]uint64) error {
 	var first error
 	for name, keys := range groups {
