@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -74,6 +75,13 @@ func reserveContext(ctx context.Context, div time.Duration) (context.Context, co
 	return context.WithDeadline(ctx, dl.Add(-reserve/div))
 }
 
+// endedAtOwner reports whether an owner's answer to an item says that the
+// item's context ended there before it was decided (the owner applies
+// nothing once its call's deadline has passed).
+func endedAtOwner(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
 // groupByOwner splits jobs by owner, keeping their order within a group.
 func groupByOwner(jobs []*job) [][]*job {
 	if len(jobs) == 1 {
@@ -106,10 +114,20 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	cancel()
 	l.metrics.forwarded.Add(float64(len(jobs)))
 	if err == nil {
-		var elsewhere []*job
+		var elsewhere, undecided []*job
+		var undecidedErr error
 		for i, j := range jobs {
 			if errors.Is(answers[i].Err, ErrStateElsewhere) {
 				elsewhere = append(elsewhere, j)
+				continue
+			}
+			if endedAtOwner(answers[i].Err) && ctx.Err() == nil {
+				// The call reached the owner after its deadline there:
+				// the owner decided nothing, and this caller still
+				// waits. The failure mode answers, as for an owner
+				// that did not answer at all.
+				undecided = append(undecided, j)
+				undecidedErr = fmt.Errorf("%w: %s answered late: %w", ErrPeerUnavailable, owner.Name, answers[i].Err)
 				continue
 			}
 			res := j.res
@@ -121,6 +139,9 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		}
 		if len(elsewhere) > 0 {
 			l.unreachableAll(ctx, v, hops, elsewhere, owner, ErrStateElsewhere, now)
+		}
+		if len(undecided) > 0 {
+			l.unreachableAll(ctx, v, hops, undecided, owner, undecidedErr, now)
 		}
 		return
 	}

@@ -187,16 +187,42 @@ func answerCode(err error) codes.Code {
 
 // answerError rebuilds a per-item error sent by a peer: a gRPC status
 // error, which for ResourceExhausted also wraps store.ErrFull so that the
-// limiter and the public API treat a full owner like a full local store.
+// limiter and the public API treat a full owner like a full local store,
+// and for DeadlineExceeded and Canceled the context error (the item came
+// too late to the owner, which decided nothing).
 func answerError(code codes.Code, msg string) error {
 	switch code {
 	case codes.ResourceExhausted:
 		return &fullError{msg: msg}
 	case codes.FailedPrecondition:
 		return &elsewhereError{msg: msg}
+	case codes.DeadlineExceeded, codes.Canceled:
+		return &endedError{code: code, msg: msg}
 	}
 	return status.Error(code, msg)
 }
+
+// endedError is a peer's answer that an item's context ended there before
+// it was decided (the call reached it late): errors.Is(err,
+// context.DeadlineExceeded) (or context.Canceled) holds, so that the
+// limiter answers the item by its failure mode, and status.Code(err) is
+// the peer's code.
+type endedError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *endedError) Error() string { return e.GRPCStatus().Err().Error() }
+
+func (e *endedError) Unwrap() error {
+	if e.code == codes.Canceled {
+		return context.Canceled
+	}
+	return context.DeadlineExceeded
+}
+
+// GRPCStatus makes status.Code and status.FromError see the peer's code.
+func (e *endedError) GRPCStatus() *status.Status { return status.New(e.code, e.msg) }
 
 // elsewhereError is a peer's limiter.ErrStateElsewhere: nothing applied,
 // the sender asks the key's heir.

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -129,6 +130,8 @@ func TestPeerConvertAnswerErrors(t *testing.T) {
 		{"second hop", fmt.Errorf("%w: n3", limiter.ErrPeerUnavailable), codes.Unavailable, nil},
 		{"status", status.Error(codes.FailedPrecondition, "moved"), codes.FailedPrecondition, nil},
 		{"state elsewhere", limiter.ErrStateElsewhere, codes.FailedPrecondition, limiter.ErrStateElsewhere},
+		{"deadline at the owner", context.DeadlineExceeded, codes.DeadlineExceeded, context.DeadlineExceeded},
+		{"canceled at the owner", context.Canceled, codes.Canceled, context.Canceled},
 		{"other", errors.New("boom"), codes.Internal, nil},
 	}
 	for _, tc := range cases {
