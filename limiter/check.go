@@ -251,5 +251,7 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	}
 	if err != nil {
 		res.Err, res.Allowed = err, false
+	} else if res.Remaining == 0 && (res.Allowed || j.granted > 0) {
+		l.spentOut()
 	}
 }

@@ -126,6 +126,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.acks.ttl = l.pendingTTL
 	if replicas > 0 {
 		l.repl.n = replicas
+		l.repl.urgent = make(chan struct{}, 1)
 		if l.repl.copies, err = store.New(store.Config{MaxBytes: copiesCap}); err != nil {
 			return nil, fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
 		}

@@ -70,6 +70,30 @@ type replication struct {
 	behind map[string]int64
 
 	sent, failed, received, promoted, pushed atomic.Uint64
+
+	// urgent receives (buffered, never blocking the sender) when a key
+	// this node decides has just spent its last token: see Urgent.
+	urgent chan struct{}
+}
+
+// Urgent returns a channel that receives when a key this node decided
+// has just spent its last token (nil with replication off). The node then
+// runs a round of Replicate at once rather than at the next tick: a key
+// spent to its limit is the one whose copy matters, and under even load
+// many keys reach their limit together, so an owner killed right after
+// would otherwise lose up to a whole interval of their admissions (A in
+// docs/failure.md).
+func (l *Limiter) Urgent() <-chan struct{} { return l.repl.urgent }
+
+// spentOut signals Urgent, if anyone listens and no signal is pending.
+func (l *Limiter) spentOut() {
+	if l.repl.urgent == nil {
+		return
+	}
+	select {
+	case l.repl.urgent <- struct{}{}:
+	default:
+	}
 }
 
 // ReplicaStats returns this node's replication counters.

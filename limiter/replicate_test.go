@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
@@ -118,5 +119,44 @@ func TestReplicateResendsToHeirLeftBehind(t *testing.T) {
 	c.SetMembers("b")
 	if bad := remainingOrFallback(t, c, "b", keys, hourly, 40, false); len(bad) > 0 {
 		t.Errorf("after the owner's kill, want 40 remaining: %v", bad)
+	}
+}
+
+// Urgent signals when a key its node decides spends its last token, and
+// not before: the node then replicates at once.
+func TestUrgentWhenAKeySpendsItsLastToken(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "n0", "n1")
+	req := limiter.Request{Key: "acct:1", Limit: tb(10, time.Hour), Cost: 9}
+	owner := c.Node(c.Owner("n0", req))
+	urgent := owner.Urgent()
+	if urgent == nil {
+		t.Fatal("Urgent is nil with replication on")
+	}
+	pending := func() bool {
+		select {
+		case <-urgent:
+			return true
+		default:
+			return false
+		}
+	}
+	steps := []struct {
+		cost int64
+		want bool
+	}{
+		{9, false}, // 1 left
+		{1, true},  // the last token
+		{1, false}, // denied: nothing changed
+	}
+	for i, s := range steps {
+		req.Cost = s.cost
+		c.Check(c.Owner("n0", req), req)
+		if got := pending(); got != s.want {
+			t.Fatalf("step %d (cost %d): urgent %v, want %v", i, s.cost, got, s.want)
+		}
+	}
+	off := limitertest.NewCluster(t, noReplicas, "n0", "n1")
+	if off.Node("n0").Urgent() != nil {
+		t.Fatal("Urgent is not nil with replication off")
 	}
 }
