@@ -14,7 +14,8 @@ import (
 // that node does not lose their counts, each owner copies the states it
 // changes to the keys' heirs (ring.Heirs: the nodes the ring gives each
 // key to if its owner goes), batched, each time the node calls Replicate
-// (every ReplicationInterval, 50 ms by default):
+// (every ReplicationInterval, 50 ms by default, and sooner when a key
+// spends its last token: see Urgent):
 //
 //   - The store logs the keys written since the last round
 //     (store.Config.TrackChanges, under the shard lock a write holds
