@@ -90,6 +90,29 @@ func expect40OrFallback(on string) step {
 	return step{what: "read through " + on + " (owners may not know it)", read: on, fallbackOK: true}
 }
 
+// keysOwnedOnRings returns up to 3 keys (at least 1) that node "n<i>" of
+// calc, on the ring it has, gives to owners[i], for each i: keys whose
+// owner differs between the rings of a scenario.
+func keysOwnedOnRings(t *testing.T, calc *limitertest.Cluster, owners ...string) []string {
+	t.Helper()
+	var ks []string
+	for i := 0; len(ks) < 3 && i < 200000; i++ {
+		k := fmt.Sprintf("acct:%d", i)
+		req := limiter.Request{Key: k, Limit: hourly}
+		match := true
+		for n, owner := range owners {
+			match = match && calc.Owner(fmt.Sprintf("n%d", n), req) == owner
+		}
+		if match {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		t.Fatalf("no key owned by %v on the rings of n0..n%d", owners, len(owners)-1)
+	}
+	return ks
+}
+
 // runScenario spends 60 of hourly on 30 keys through n0 of a cluster of
 // n0, n1, n2, runs steps, and checks that the counters were kept at every
 // read.
@@ -169,17 +192,7 @@ func TestHandoffAdoptedKeyIsNotAcknowledged(t *testing.T) {
 	calc.SetRing("n0", all...)
 	calc.SetRing("n1", r4...)
 	calc.SetRing("n2", r3...)
-	var ks []string
-	for i := 0; len(ks) < 3 && i < 200000; i++ {
-		k := fmt.Sprintf("acct:%d", i)
-		req := limiter.Request{Key: k, Limit: hourly}
-		if calc.Owner("n0", req) == "n2" && calc.Owner("n1", req) == "n1" && calc.Owner("n2", req) == "n2" {
-			ks = append(ks, k)
-		}
-	}
-	if len(ks) == 0 {
-		t.Fatal("no key owned by n2 on 5 and 3 members and by n1 on 4")
-	}
+	ks := keysOwnedOnRings(t, calc, "n2", "n1", "n2") // by 5, 4 and 3 members
 
 	c := limitertest.NewCluster(t, nil, all...)
 	spend(t, c, "n0", ks, hourly, 60)
@@ -215,17 +228,7 @@ func TestHandoffPassOnToOwnerThatDoesNotKnowTheJoiner(t *testing.T) {
 	calc := limitertest.NewCluster(t, nil, all...)
 	calc.SetRing("n0", old3...)
 	calc.SetRing("n1", no3...)
-	var ks []string
-	for i := 0; len(ks) < 3 && i < 200000; i++ {
-		k := fmt.Sprintf("acct:%d", i)
-		req := limiter.Request{Key: k, Limit: hourly}
-		if calc.Owner("n0", req) == "n1" && calc.Owner("n1", req) == "n4" && calc.Owner("n2", req) == "n3" {
-			ks = append(ks, k)
-		}
-	}
-	if len(ks) == 0 {
-		t.Fatal("no key owned by n1 on 3 members, n4 on 4 and n3 on 5")
-	}
+	ks := keysOwnedOnRings(t, calc, "n1", "n4", "n3") // by 3, 4 and 5 members
 	// setUp returns a cluster where n1 is about to hand the keys to n4.
 	setUp := func(t *testing.T) *limitertest.Cluster {
 		c := limitertest.NewCluster(t, noReplicas, old3...)
