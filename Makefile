@@ -151,11 +151,14 @@ e2e: image chaos-tools
 
 ## chaos: the randomized fault test alone on real containers, for CHAOS_DURATION
 ## (kills, restarts, partitions, a split, netem delays, joins and leaves under
-## load; docs/failure.md); CHAOS_SEED replays the schedule a run printed
+## load; docs/failure.md); CHAOS_SEED replays the schedule a run printed;
+## CHAOS_ONLY=kill,split draws only those kinds (joins and leaves too, to keep 3-5 nodes);
+## SLUICE_E2E_LOG_DIR=dir keeps every node's log, SLUICE_E2E_NODE_ENV=SLUICE_LOG_LEVEL=debug
 CHAOS_DURATION ?= 3m
 CHAOS_SEED     ?= 0
+CHAOS_ONLY     ?=
 chaos: image chaos-tools
-	$(GO) test -tags e2e -count=1 -v -timeout 90m -run '^TestChaos$$' ./e2e/ -args -chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED)
+	$(GO) test -tags e2e -count=1 -v -timeout 90m -run '^TestChaos$$' ./e2e/ -args -chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED) -chaos.only=$(CHAOS_ONLY)
 
 ## chaos-tools: what the fault test runs on the host, from Debian's packages when
 ## missing: nsenter (util-linux), iptables, tc (iproute2) (needs root)

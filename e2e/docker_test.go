@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -246,7 +248,11 @@ func (c *cluster) addNodeWith(i int, seeds []string, keyFile string) *node {
 		args = append(args, "-p", fmt.Sprintf("127.0.0.1:%d:8082", n.peerPort))
 	}
 	args = append(args, keyEnv...)
-	for _, e := range c.opts.env {
+	env := c.opts.env
+	if extra := os.Getenv("SLUICE_E2E_NODE_ENV"); extra != "" {
+		env = append(slices.Clone(env), strings.Split(extra, ",")...)
+	}
+	for _, e := range env {
 		args = append(args, "-e", e)
 	}
 	mustDocker(t, append(args, image)...)
@@ -302,6 +308,9 @@ func (c *cluster) teardown() {
 		c.dumpLogs()
 	}
 	for _, n := range c.nodes {
+		c.saveLogs(n)
+	}
+	for _, n := range c.nodes {
 		if n.cli != nil {
 			n.cli.Close()
 		}
@@ -312,6 +321,31 @@ func (c *cluster) teardown() {
 	}
 	if out, _ := docker("network", "ls", "-q", "--filter", "name="+c.prefix+"-"); out != "" {
 		c.t.Errorf("networks left behind: %s", out)
+	}
+}
+
+// saveLogs appends node n's whole log to $SLUICE_E2E_LOG_DIR/<container>.log,
+// if that is set, before its container is removed: to read what a node did
+// in a failing run (with SLUICE_E2E_NODE_ENV=SLUICE_LOG_LEVEL=debug, say).
+func (c *cluster) saveLogs(n *node) {
+	dir := os.Getenv("SLUICE_E2E_LOG_DIR")
+	if dir == "" {
+		return
+	}
+	out, err := exec.Command("docker", "logs", n.name).CombinedOutput()
+	if err != nil {
+		c.t.Logf("logs of %s: %v", n.name, err)
+	}
+	// Appended: a node removed and added again keeps its name.
+	f, err := os.OpenFile(filepath.Join(dir, n.name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err == nil {
+		_, err = f.Write(out)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		c.t.Logf("saving the logs of %s: %v", n.name, err)
 	}
 }
 

@@ -102,6 +102,7 @@ func (c *cluster) removeNode(t *testing.T, n *node) {
 	if n.cli != nil {
 		n.cli.Close()
 	}
+	c.saveLogs(n)
 	mustDocker(t, "rm", "-f", n.name)
 	mustDocker(t, "network", "rm", n.clientNet)
 	delete(c.nodes, n.short)
