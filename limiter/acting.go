@@ -102,7 +102,15 @@ func (l *Limiter) isHeir(v *view, j *job) bool {
 		j.limit.Algorithm == bucket.Concurrency {
 		return false
 	}
-	h, ok := v.heirs.Heir(j.hash, 0)
+	return l.firstHeir(v, j.hash)
+}
+
+// firstHeir reports whether this node is the first heir of hash on v.
+func (l *Limiter) firstHeir(v *view, hash uint64) bool {
+	if v == nil || v.heirs == nil {
+		return false
+	}
+	h, ok := v.heirs.Heir(hash, 0)
 	return ok && h.Name == l.name
 }
 

@@ -99,3 +99,33 @@ func TestHeirActsForCutOffOwner(t *testing.T) {
 		t.Errorf("owner after the heir's report, want 30: %v", bad)
 	}
 }
+
+// A killed owner's heir whose ring still has the owner, asked by a node
+// whose ring has dropped it (and so names the heir the owner), decides the
+// checks on its copy as it does when acting, and grants nothing: deciding
+// them on its own store, which holds nothing of the key yet, counted the
+// key afresh (the fault test's kill -9: grants of 7 tokens from the heir
+// just before its ring changed, on a key spent to its limit).
+func TestHeirNotYetOwnerDecidesOnItsCopy(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "a", "b", "c")
+	key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
+	heir, other := heirOf(t, key)
+	spend(t, c, "a", []string{key}, hourly, 60)
+	c.Node("a").Replicate(context.Background())
+	c.Remove("a")                 // kill -9
+	c.SetRing(other, other, heir) // other's ring drops a first; the heir's still has it
+	g := c.Check(other, limiter.Request{Key: key, Limit: hourly, Cost: 20, UpTo: true})[0]
+	if g.Granted.Tokens != 0 {
+		t.Errorf("grant through %s: %d tokens from the heir's store (%+v), want none", other, g.Granted.Tokens, g)
+	}
+	if got := admitted(c, other, key, 50); got != 40 {
+		t.Errorf("admitted %d through %s (its ring names the heir the owner), want 40: the copy's 60 of 100 counted", got, other)
+	}
+	if got := admitted(c, heir, key, 10); got != 0 {
+		t.Errorf("admitted %d more through the heir, want 0", got)
+	}
+	c.SetMembers(heir, other)
+	if bad := remainingOrFallback(t, c, other, []string{key}, hourly, 0, false); len(bad) > 0 {
+		t.Errorf("once the heir owns the key, want 0 remaining: %v", bad)
+	}
+}

@@ -161,6 +161,11 @@ func (l *Limiter) awaitStray(ctx context.Context, v *view, hash uint64, owner ri
 				return fetchOutcome{}, nil
 			}
 		}
+		if o.err == nil && l.copyToStore(hash) {
+			// This node is an heir of the key: its copy, and what it
+			// admitted acting for the owner, are the count to go on from.
+			return fetchOutcome{}, nil
+		}
 		if len(rest) > 0 {
 			o = o.and(l.fetchFrom(ctx, nil, rest, hash))
 		}
@@ -171,6 +176,24 @@ func (l *Limiter) awaitStray(ctx context.Context, v *view, hash uint64, owner ri
 	})
 	o, _ := out.(fetchOutcome)
 	return o.refusedBy, o.err
+}
+
+// copyToStore merges this node's copy of hash, and what it admitted acting
+// for the key's owner, into its store (the copies stay until promote or a
+// fetch takes them), and reports whether there was either.
+func (l *Limiter) copyToStore(hash uint64) bool {
+	if l.repl.copies == nil {
+		return false
+	}
+	now := l.clock().UnixNano()
+	keys := []uint64{hash}
+	found := false
+	for _, e := range append(l.repl.copies.Copy(now, keys), l.repl.acting.Copy(now, keys)...) {
+		if l.store.Import(e, now) == nil {
+			found = true
+		}
+	}
+	return found
 }
 
 // fetchFrom fetches hash from each of holders concurrently, merges what

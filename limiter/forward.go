@@ -177,9 +177,14 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 
 // unreachable answers a job whose owner could not be reached. A node that
 // was itself forwarded the job (hops > 0) decides it here: the sender
-// already counted it as the owner. Otherwise the limit's failure mode
-// answers (see fallback.go). Context errors are the caller's, not the
-// owner's: they are reported as such.
+// already counted it as the owner. If this node is the key's first heir,
+// it decides a check on its copy, as it does when acting for the owner,
+// so that every node's checks of the key are counted in one place (the
+// sender's ring has dropped the owner before this one has), and grants
+// nothing: a grant decided on its store would count beside the acting
+// admissions. Otherwise the limit's failure mode answers (see
+// fallback.go). Context errors are the caller's, not the owner's: they
+// are reported as such.
 func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, owner ring.Member, err error, now int64) {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		res := j.res
@@ -187,7 +192,13 @@ func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, ow
 		res.Source, res.Owner, res.Err = SourceOwner, owner.Name, ctxErr
 		return
 	}
-	if hops > 0 {
+	if hops > 0 && l.isHeir(v, j) {
+		l.actOnCopy(v, j, now)
+		j.res.Owner = owner.Name
+		l.metrics.fellBack(j.mode)
+		return
+	}
+	if hops > 0 && !((j.upTo || j.credit || j.report) && l.firstHeir(v, j.hash)) {
 		l.applyLocal(ctx, v, j, now)
 		return
 	}
