@@ -3,6 +3,10 @@ package limiter_test
 import (
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/limiter/limitertest"
 )
 
 var (
@@ -142,5 +146,36 @@ func TestHandoffAnyOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { runScenario(t, tt.steps) })
+	}
+}
+
+// A joiner that has been handed a key but has not heard of the other nodes
+// yet refuses their checks (ErrNotMember) for a moment after it starts.
+// The nodes ask it again until it knows them rather than answer from the
+// failure mode, which counted beside the state the joiner holds (the fault
+// test's joins: a key at its limit admitted 7 more through a local share).
+func TestCheckRefusedByJoinerAskedAgain(t *testing.T) {
+	key := limitertest.NewCluster(t, nil, "a", "b", "c").KeysOwnedBy("a", "c", "j", limiter.Request{Limit: hourly}, 1)[0]
+	c := limitertest.NewCluster(t, nil, "a", "b")
+	spend(t, c, "a", []string{key}, hourly, 60)
+	c.Add("c") // started: its ring is itself alone
+	c.SetRing("a", "a", "b", "c")
+	c.SetRing("b", "a", "b", "c")
+	for _, n := range []string{"a", "b"} {
+		if _, err := c.HandOff(n); err != nil {
+			t.Fatalf("%s: HandOff: %v", n, err)
+		}
+	}
+	before := c.Net.Calls("a", "c").Check
+	done := make(chan limiter.Result, 1)
+	go func() { done <- c.Check("a", limiter.Request{Key: key, Limit: hourly, Cost: 1})[0] }()
+	waitFor(t, 5*time.Second, "a's check refused by c", func() bool { return c.Net.Calls("a", "c").Check > before })
+	c.SetRing("c", "a", "b", "c") // gossip tells c of the others
+	r := <-done
+	if r.Source != limiter.SourceOwner || r.Owner != "c" || !r.Allowed || r.Remaining != 39 {
+		t.Errorf("check through a while c did not know it: %+v, want allowed by owner c with 39 remaining", r)
+	}
+	if got := admitted(c, "b", key, 50); got != 39 {
+		t.Errorf("admitted %d more, want 39", got)
 	}
 }

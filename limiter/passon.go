@@ -102,25 +102,9 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	if dl, ok := ctx.Deadline(); ok {
 		budget = time.Until(dl) / passOnRetryShare
 	}
-	giveUp := time.Now().Add(budget)
-	wait := passOnRetryMin
-	var err error
-	for {
-		err = l.peers.Handoff(ctx, to, states, nil)
-		if err == nil || !errors.Is(err, ErrNotMember) || time.Now().Add(wait).After(giveUp) {
-			break
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wait = min(2*wait, passOnRetryMax)
-	}
+	err := untilKnown(ctx, budget, passOnRetryMin, passOnRetryMax, func() error {
+		return l.peers.Handoff(ctx, to, states, nil)
+	})
 	if err != nil {
 		for _, e := range states {
 			_ = l.store.Import(e, now) // room: they were here a moment ago
