@@ -45,6 +45,10 @@ import (
 // replication failed to reach is sent every state it is heir of again.
 const ResyncInterval = time.Second
 
+// notMemberResync divides ResyncInterval for an heir that refused a round
+// as from a non-member (a joiner that has not heard of this node yet).
+const notMemberResync = 10
+
 // ReplicaStats counts replication on this node.
 type ReplicaStats struct {
 	// Sent is the number of states sent to heirs; Failed, those whose call
@@ -200,10 +204,15 @@ func (l *Limiter) Replicate(ctx context.Context) int {
 		}
 		if err := l.peers.Replicate(ctx, to, entries); err != nil {
 			r.failed.Add(uint64(len(entries)))
-			if _, ok := r.behind[name]; !ok {
-				if r.behind == nil {
-					r.behind = map[string]int64{}
-				}
+			if r.behind == nil {
+				r.behind = map[string]int64{}
+			}
+			if errors.Is(err, ErrNotMember) {
+				// An heir that has just joined and has not heard of
+				// this node yet will within moments: it is sent
+				// everything again after a tenth of the interval.
+				r.behind[name] = now - int64(ResyncInterval) + int64(ResyncInterval/notMemberResync)
+			} else if _, ok := r.behind[name]; !ok {
 				r.behind[name] = now
 			}
 			l.log.Debug("replication to heir failed", "to", name, "states", len(entries), "err", err)

@@ -160,3 +160,24 @@ func TestUrgentWhenAKeySpendsItsLastToken(t *testing.T) {
 		t.Fatal("Urgent is not nil with replication off")
 	}
 }
+
+// An heir that has just joined and refuses a round because it has not
+// heard of the owner yet is sent every state again a tenth of the resync
+// interval later, not a whole interval: an owner killed in between would
+// otherwise leave its heir without the copies (the fault test's kill right
+// after a join: the heir acted from nothing, 2x the limit).
+func TestReplicateResendsSoonToHeirThatDidNotKnowTheOwner(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "a", "b")
+	ctx := context.Background()
+	keys := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 4)
+	spend(t, c, "a", keys, hourly, 60)
+	c.Add("b") // b restarted: a joiner that knows only itself
+	if sent := c.Node("a").Replicate(ctx); sent != 0 {
+		t.Fatalf("sent %d states to an heir that refuses the owner", sent)
+	}
+	c.SetRing("b", "a", "b")
+	c.Clock.Advance(limiter.ResyncInterval / 10)
+	if sent := c.Node("a").Replicate(ctx); sent != len(keys) {
+		t.Fatalf("a tenth of the resync interval after the refusal: sent %d states, want %d", sent, len(keys))
+	}
+}
