@@ -13,8 +13,9 @@ import (
 // then answers their keys by the failure mode at once, without calling
 // them (limiter.SetSuspects); a change of suspicion alone keeps the ring.
 // The Membership API and sluice_members also show as suspect a member
-// whose circuit breaker is open (transport.PeerClient.CircuitOpen): its
-// keys are answered by the failure mode at once too, by the breaker. The
+// whose circuit breaker rejects calls (transport.PeerClient.CircuitRejects:
+// open, until its cooldown ends): its keys are answered by the failure
+// mode at once too, by the breaker. The
 // limiter is told only of the cluster's suspects: the breaker needs calls
 // to close again.
 
@@ -59,9 +60,9 @@ func (n *Node) onlyStatesChanged(s cluster.Snapshot) bool {
 }
 
 // memberState is the state the node shows for member m: Suspect if the
-// cluster suspects it or its circuit breaker is open.
+// cluster suspects it or its circuit breaker rejects calls.
 func (n *Node) memberState(m cluster.Member) cluster.State {
-	if m.State == cluster.Alive && m.Name != n.cfg.NodeName && n.peers.CircuitOpen(m.Name) {
+	if m.State == cluster.Alive && m.Name != n.cfg.NodeName && n.peers.CircuitRejects(m.Name) {
 		return cluster.Suspect
 	}
 	return m.State

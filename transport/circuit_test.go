@@ -116,7 +116,16 @@ func TestPeerBreakerOpensAndRecovers(t *testing.T) {
 		t.Fatalf("the peer saw %d Check RPCs while the circuit was open", rpcs)
 	}
 
+	if !c.CircuitRejects("owner") {
+		t.Error("CircuitRejects false just before the cooldown ends")
+	}
 	clk.Advance(1)
+	// The cooldown has ended and no call has probed yet: the circuit is
+	// still open, but it rejects nothing (the node shows the peer alive).
+	if !c.CircuitOpen("owner") || c.CircuitRejects("owner") {
+		t.Errorf("after the cooldown, before a probe: CircuitOpen %v, CircuitRejects %v; want true, false",
+			c.CircuitOpen("owner"), c.CircuitRejects("owner"))
+	}
 	if err := check(); err != nil {
 		t.Fatalf("probe after the cooldown: %v", err)
 	}

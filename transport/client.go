@@ -239,6 +239,19 @@ func (c *PeerClient) CircuitOpen(name string) bool {
 	return p != nil && p.br.isOpen()
 }
 
+// CircuitRejects reports whether the circuit breaker of the peer named
+// name rejects calls now: it is open and its cooldown has not ended, or its
+// probe is in flight. An open circuit whose cooldown has ended admits the
+// next call as its probe, so it says nothing against the peer any more: a
+// peer that no call has gone to since (no check of its keys came) would
+// otherwise be shown suspect for good.
+func (c *PeerClient) CircuitRejects(name string) bool {
+	c.mu.RLock()
+	p := c.peers[name]
+	c.mu.RUnlock()
+	return p != nil && p.br.rejects()
+}
+
 // peerFor returns the connection to m, creating it on first use and
 // replacing it when m's address changed.
 func (c *PeerClient) peerFor(m ring.Member) (*peerConn, error) {
