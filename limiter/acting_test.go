@@ -129,3 +129,25 @@ func TestHeirNotYetOwnerDecidesOnItsCopy(t *testing.T) {
 		t.Errorf("once the heir owns the key, want 0 remaining: %v", bad)
 	}
 }
+
+// A node that owned a key while its owner was away, and hands it back,
+// keeps the state it handed over as its copy when it is the key's heir:
+// acting for the owner before the owner's first round of replication
+// reaches it (the owner cut off again, or its circuit still open after a
+// split), it acts on that count, not from nothing (the fault test's split:
+// the heir admitted the whole limit again).
+func TestHeirKeepsWhatItHandedBack(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "a", "b", "c")
+	key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
+	heir, _ := heirOf(t, key)
+	c.SetMembers("b", "c") // a away: the heir owns the key
+	spend(t, c, heir, []string{key}, hourly, 60)
+	c.SetMembers("a", "b", "c") // a back: the heir hands the key to it
+	if bad := remainingOrFallback(t, c, "a", []string{key}, hourly, 40, false); len(bad) > 0 {
+		t.Fatalf("after the handback: %v", bad)
+	}
+	c.Net.Cut(heir, "a")
+	if got := admitted(c, heir, key, 50); got != 40 {
+		t.Errorf("the heir, cut off from the owner right after handing the key back, admitted %d, want 40", got)
+	}
+}

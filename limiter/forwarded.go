@@ -298,6 +298,7 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 			return
 		}
 		l.store.Delete(b.keys)
+		l.keepAsCopies(v, r, b.entries)
 		parts := make([]int, len(b.keys))
 		for i, k := range b.keys {
 			parts[i] = r.Partition(k)

@@ -390,6 +390,23 @@ func (l *Limiter) pushOrphans(ctx context.Context, v *view, r *ring.Ring) {
 	}
 }
 
+// keepAsCopies keeps, as this node's copies, the states it has just handed
+// to their new owner on ring r whose first heir it is there (it owned them
+// while that owner was away): should it act for that owner before the
+// owner's first round of replication reaches it, it acts on the count it
+// handed over, not from nothing.
+func (l *Limiter) keepAsCopies(v *view, r *ring.Ring, entries []store.Entry) {
+	if l.repl.copies == nil || v.heirs == nil || v.ring != r {
+		return
+	}
+	now := l.clock().UnixNano()
+	for _, e := range entries {
+		if h, ok := v.heirs.Heir(e.Key, 0); ok && h.Name == l.name {
+			_ = l.repl.copies.Replace(e, now) // a full copy store keeps its older copies
+		}
+	}
+}
+
 // replicaOf returns the copies of the keys of hashes that have no state in
 // entries, removing them (FetchMoved: the caller takes the keys over).
 func (l *Limiter) replicaOf(hashes []uint64, entries []store.Entry) []store.Entry {
