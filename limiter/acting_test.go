@@ -32,6 +32,20 @@ func admitted(c *limitertest.Cluster, on, key string, n int) int {
 	return got
 }
 
+// spentOnA builds a cluster of a, b and c (configured by configure), finds
+// a key that a owns, spends 60 of its 100 there and runs a's replication
+// round, so the key's heir holds a copy at 60. It returns the key's heir
+// and the other node too.
+func spentOnA(t *testing.T, configure func(*limiter.Config)) (c *limitertest.Cluster, key, heir, other string) {
+	t.Helper()
+	c = limitertest.NewCluster(t, configure, "a", "b", "c")
+	key = c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
+	heir, other = heirOf(t, key)
+	spend(t, c, "a", []string{key}, hourly, 60)
+	c.Node("a").Replicate(context.Background())
+	return c, key, heir, other
+}
+
 // While a killed owner is still in the rings, the other nodes send its
 // keys' checks to the keys' first heir, which decides them on its copy:
 // a key spent to 60 of 100 admits 40 more in all, not a local share per
@@ -49,11 +63,7 @@ func TestHeirActsForKilledOwner(t *testing.T) {
 		{"local shares", noReplicas, 33, 33, 100 - 66},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := limitertest.NewCluster(t, tc.configure, "a", "b", "c")
-			key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
-			heir, other := heirOf(t, key)
-			spend(t, c, "a", []string{key}, hourly, 60)
-			c.Node("a").Replicate(context.Background())
+			c, key, heir, other := spentOnA(t, tc.configure)
 			c.Remove("a") // kill -9, not yet seen by gossip
 			got := admitted(c, other, key, 50) + admitted(c, heir, key, 50)
 			if got != tc.during+tc.others {
@@ -81,11 +91,7 @@ func TestHeirActsForKilledOwner(t *testing.T) {
 // go to the heir, which reports what it admitted to the owner, so the
 // owner's count has both once they reconcile.
 func TestHeirActsForCutOffOwner(t *testing.T) {
-	c := limitertest.NewCluster(t, nil, "a", "b", "c")
-	key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
-	heir, other := heirOf(t, key)
-	spend(t, c, "a", []string{key}, hourly, 60)
-	c.Node("a").Replicate(context.Background())
+	c, key, heir, other := spentOnA(t, nil)
 	c.Net.Cut(other, "a")
 	if got := admitted(c, other, key, 10); got != 10 {
 		t.Fatalf("%d of 10 admitted through the heir, want 10", got)
@@ -107,11 +113,7 @@ func TestHeirActsForCutOffOwner(t *testing.T) {
 // key afresh (the fault test's kill -9: grants of 7 tokens from the heir
 // just before its ring changed, on a key spent to its limit).
 func TestHeirNotYetOwnerDecidesOnItsCopy(t *testing.T) {
-	c := limitertest.NewCluster(t, nil, "a", "b", "c")
-	key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
-	heir, other := heirOf(t, key)
-	spend(t, c, "a", []string{key}, hourly, 60)
-	c.Node("a").Replicate(context.Background())
+	c, key, heir, other := spentOnA(t, nil)
 	c.Remove("a")                 // kill -9
 	c.SetRing(other, other, heir) // other's ring drops a first; the heir's still has it
 	g := c.Check(other, limiter.Request{Key: key, Limit: hourly, Cost: 20, UpTo: true})[0]
