@@ -113,9 +113,12 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	// An owner that has just joined and does not know this node yet
 	// refuses the call (applying nothing): it is asked again for a while
 	// (untilknown.go) rather than answered from the failure mode.
-	err := untilKnown(pctx, knownWait(pctx), checkRetryMin, checkRetryMax, func() error {
-		return l.peers.Check(pctx, owner, hops, items, answers)
-	})
+	err := l.peers.Check(pctx, owner, hops, items, answers)
+	if err != nil {
+		err = untilKnown(pctx, err, knownWait(pctx), checkRetryMin, checkRetryMax, func() error {
+			return l.peers.Check(pctx, owner, hops, items, answers)
+		})
+	}
 	cancel()
 	l.metrics.forwarded.Add(float64(len(jobs)))
 	if err == nil {

@@ -102,9 +102,8 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	if dl, ok := ctx.Deadline(); ok {
 		budget = time.Until(dl) / passOnRetryShare
 	}
-	err := untilKnown(ctx, budget, passOnRetryMin, passOnRetryMax, func() error {
-		return l.peers.Handoff(ctx, to, states, nil)
-	})
+	handoff := func() error { return l.peers.Handoff(ctx, to, states, nil) }
+	err := untilKnown(ctx, handoff(), budget, passOnRetryMin, passOnRetryMax, handoff)
 	if err != nil {
 		for _, e := range states {
 			_ = l.store.Import(e, now) // room: they were here a moment ago

@@ -15,18 +15,18 @@ import (
 // (which the joiner may hold already), and a pass-on refused leaves
 // states where the owner will not look for them.
 
-// untilKnown calls call until it is not refused as from a non-member, or
-// until the next try would start more than budget from now, or ctx ends,
-// waiting first, then twice as long each time, up to most, between tries.
-// It returns the last call's error.
-func untilKnown(ctx context.Context, budget, first, most time.Duration, call func() error) error {
+// untilKnown takes err, the error of a first call, and while it says that
+// the peer refused this node as a non-member, calls call again, waiting
+// first, then twice as long each time, up to most, between tries, until
+// the next try would start more than budget from the first refusal, or
+// ctx ends. It returns the last call's error. A first call that was not
+// refused costs nothing more (the per-check path).
+func untilKnown(ctx context.Context, err error, budget, first, most time.Duration, call func() error) error {
+	if err == nil || !errors.Is(err, ErrNotMember) {
+		return err
+	}
 	giveUp := time.Now().Add(budget)
-	wait := first
-	for {
-		err := call()
-		if err == nil || !errors.Is(err, ErrNotMember) || time.Now().Add(wait).After(giveUp) {
-			return err
-		}
+	for wait := first; !time.Now().Add(wait).After(giveUp); wait = min(2*wait, most) {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -34,8 +34,11 @@ func untilKnown(ctx context.Context, budget, first, most time.Duration, call fun
 			return err
 		case <-t.C:
 		}
-		wait = min(2*wait, most)
+		if err = call(); err == nil || !errors.Is(err, ErrNotMember) {
+			return err
+		}
 	}
+	return err
 }
 
 // Retrying a check that its owner refused as from a non-member: the first
