@@ -77,11 +77,17 @@ func chaosBound(k faultKind, L, nodes, refill int) int {
 		// local share while its connections to the nodes holding them
 		// come up (docs/failure.md).
 		return L + L/nodes + refill
-	case faultPartition, faultSplit:
+	case faultPartition:
 		// Each side counts on its own: the smaller from the local share
 		// (or the heir's copy) while it still sees the others, then
 		// afresh on its own ring once it has dropped them.
 		return 2*L + L/nodes + refill
+	case faultSplit:
+		// As for one node cut off, but a 2 | 3 split can put a key's
+		// owner and its heir both on the smaller side: each node of the
+		// larger side then answers from its local share until its ring
+		// drops them.
+		return 2*L + max(1, nodes-2)*(L/nodes) + refill
 	}
 	return L + refill
 }
