@@ -221,9 +221,9 @@ func (l *Limiter) SetLeaving() {
 const handoffBatch = 1000
 
 // HandOff pushes every state this node holds but no longer owns (by the
-// ring in force) to its owner, deleting each batch once the owner has
-// accepted it, then tells each owner which partitions are done. A batch an
-// owner did not accept stays here (the owner fetches such keys on demand),
+// ring in force) to its owner, then tells each owner which partitions are
+// done. Each batch leaves the store while it travels; a batch an owner did
+// not accept is put back (the owner fetches such keys on demand),
 // and that owner is not told it is done. It returns how many states moved.
 // The node calls it after each SetMembers and on graceful shutdown; calls
 // are serialized.
@@ -278,35 +278,40 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 		m, ok := r.Owner(k)
 		return m, !ok || m.Name == l.name || l.adopted.has(k)
 	}
-	type batch struct {
-		entries []store.Entry
-		keys    []uint64
-	}
-	batches := map[string]*batch{}
+	batches := map[string][]uint64{}
 	failed := map[string]error{}
 	moved := 0
-	flush := func(name string, b *batch) {
-		if len(b.entries) == 0 || failed[name] != nil {
+	flush := func(name string, keys []uint64) {
+		// A key adopted since it was exported stays (see adopt).
+		keys = slices.DeleteFunc(keys, l.adopted.has)
+		if len(keys) == 0 || failed[name] != nil {
 			return
 		}
 		to, _ := r.Member(name)
-		if err := l.peers.Handoff(ctx, to, b.entries, nil); err != nil {
+		// The states leave the store before they travel, not once the
+		// owner has them: a state handed back to this node while the
+		// call is in flight (the owner's ring has moved on and gives it
+		// here again) then lands in the store and stays.
+		entries := l.store.Extract(l.clock().UnixNano(), keys)
+		if len(entries) == 0 {
+			return
+		}
+		if err := l.peers.Handoff(ctx, to, entries, nil); err != nil {
+			l.putBack(entries)
 			failed[name] = err
 			if !errors.Is(err, ErrLeaving) {
 				l.log.Warn("handoff to new owner failed; its keys stay here until fetched", "to", name, "err", err)
 			}
 			return
 		}
-		l.store.Delete(b.keys)
-		l.keepAsCopies(v, r, b.entries)
-		parts := make([]int, len(b.keys))
-		for i, k := range b.keys {
-			parts[i] = r.Partition(k)
+		l.keepAsCopies(v, r, entries)
+		parts := make([]int, len(entries))
+		for i, e := range entries {
+			parts[i] = r.Partition(e.Key)
 		}
 		l.acks.forget(name, parts)
-		moved += len(b.keys)
-		l.metrics.handedOff.Add(float64(len(b.keys)))
-		b.entries, b.keys = b.entries[:0], b.keys[:0]
+		moved += len(entries)
+		l.metrics.handedOff.Add(float64(len(entries)))
 	}
 	notMine := func(k uint64) bool {
 		_, mine := owner(k)
@@ -314,20 +319,15 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 	}
 	l.store.Export(l.clock().UnixNano(), notMine, func(e store.Entry) bool {
 		to, _ := owner(e.Key)
-		b := batches[to.Name]
-		if b == nil {
-			b = &batch{}
-			batches[to.Name] = b
-		}
-		b.entries = append(b.entries, e)
-		b.keys = append(b.keys, e.Key)
-		if len(b.entries) >= handoffBatch {
-			flush(to.Name, b)
+		batches[to.Name] = append(batches[to.Name], e.Key)
+		if len(batches[to.Name]) >= handoffBatch {
+			flush(to.Name, batches[to.Name])
+			batches[to.Name] = batches[to.Name][:0]
 		}
 		return ctx.Err() == nil
 	})
-	for name, b := range batches {
-		flush(name, b)
+	for name, keys := range batches {
+		flush(name, keys)
 	}
 	if err := ctx.Err(); err != nil {
 		return moved, nil, err

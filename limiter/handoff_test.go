@@ -286,3 +286,45 @@ func TestHandoffPassOnToOwnerThatDoesNotKnowTheJoiner(t *testing.T) {
 		read(t, c, "n3") // fetched from n1, which kept them
 	})
 }
+
+// A key handed back while the handoff that carried it away is still in
+// flight: n2 (ring of four) hands keys to n1; n1, whose ring then drops n3
+// and n4, hands them straight back, and n2 adopts them (its ring still
+// gives them to n1) before its own call has returned. n2 must keep what
+// came back, not delete the keys when its call returns: both nodes would
+// then hold nothing, and n2, owner again once its ring catches up, would
+// count them afresh. As node's two-joins test saw it when n3 and n4 left
+// together.
+func TestHandoffKeyHandedBackWhileInFlight(t *testing.T) {
+	all := []string{"n0", "n1", "n2", "n3", "n4"}
+	r4 := []string{"n0", "n1", "n2", "n4"}
+	r3 := []string{"n0", "n1", "n2"}
+	calc := limitertest.NewCluster(t, nil, all...)
+	calc.SetRing("n0", all...)
+	calc.SetRing("n1", r4...)
+	calc.SetRing("n2", r3...)
+	ks := keysOwnedOnRings(t, calc, "n2", "n1", "n2") // by 5, 4 and 3 members
+
+	c := limitertest.NewCluster(t, nil, all...)
+	spend(t, c, "n0", ks, hourly, 60)
+	c.SetRing("n2", r4...)
+	var back error
+	c.Net.AfterHandoff("n2", "n1", func() {
+		c.SetRing("n1", r3...)
+		_, back = c.HandOff("n1")
+	})
+	if _, err := c.HandOff("n2"); err != nil {
+		t.Fatalf("n2: HandOff: %v", err)
+	}
+	if back != nil {
+		t.Fatalf("n1: HandOff: %v", back)
+	}
+	if got := c.Net.Calls("n1", "n2").Handoff; got == 0 {
+		t.Fatal("n1 handed nothing back to n2")
+	}
+	c.SetRing("n2", r3...)
+	c.SetRing("n0", r3...)
+	if bad := remainingOrFallback(t, c, "n0", ks, hourly, 40, false); len(bad) > 0 {
+		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
+	}
+}

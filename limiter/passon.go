@@ -105,9 +105,7 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	handoff := func() error { return l.peers.Handoff(ctx, to, states, nil) }
 	err := untilKnown(ctx, handoff(), budget, passOnRetryMin, passOnRetryMax, handoff)
 	if err != nil {
-		for _, e := range states {
-			_ = l.store.Import(e, now) // room: they were here a moment ago
-		}
+		l.putBack(states)
 		l.log.Warn("handoff: could not pass states on to their owner; they stay here", "to", to.Name, "states", len(states), "err", err)
 		if !errors.Is(err, ErrNotMember) {
 			// The owner is leaving or out of reach: it will not count
@@ -125,6 +123,23 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	l.acks.forget(to.Name, parts)
 	l.metrics.handedOff.Add(float64(len(states)))
 	return nil
+}
+
+// putBack returns states taken out of the store to move them, after the
+// move failed. They merge with whatever arrived for their keys meanwhile
+// (a conservative merge, so a receiver that did take them before its
+// answer was lost counts nothing twice).
+func (l *Limiter) putBack(states []store.Entry) {
+	now := l.clock().UnixNano()
+	lost := 0
+	for _, e := range states {
+		if err := l.store.Import(e, now); err != nil {
+			lost++ // full: new keys took the room they left
+		}
+	}
+	if lost > 0 {
+		l.log.Warn("handoff: states that could not be moved could not be kept either: store full", "lost", lost)
+	}
 }
 
 // keySet is a set of keys safe for concurrent use; has is one atomic load

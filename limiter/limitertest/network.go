@@ -30,6 +30,7 @@ type Network struct {
 	drop     map[link]float64
 	delay    map[link]time.Duration
 	lose     map[link]func()
+	after    map[link]func()
 	isolated map[string]bool
 	rng      *rand.Rand
 	calls    map[link]*Counts
@@ -68,6 +69,7 @@ func NewNetwork(seed uint64) *Network {
 		drop:     map[link]float64{},
 		delay:    map[link]time.Duration{},
 		lose:     map[link]func(){},
+		after:    map[link]func(){},
 		isolated: map[string]bool{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		calls:    map[link]*Counts{},
@@ -134,14 +136,15 @@ func (n *Network) Isolate(name string) {
 	n.mu.Unlock()
 }
 
-// Heal removes every fault: drops, delays, lost answers, cuts and isolations. Detached
-// nodes stay detached.
+// Heal removes every fault: drops, delays, lost answers, AfterHandoff hooks,
+// cuts and isolations. Detached nodes stay detached.
 func (n *Network) Heal() {
 	n.mu.Lock()
 	clear(n.cut)
 	clear(n.drop)
 	clear(n.delay)
 	clear(n.lose)
+	clear(n.after)
 	clear(n.isolated)
 	n.mu.Unlock()
 }
@@ -195,6 +198,25 @@ func (n *Network) lost(from, to string) (func(), bool) {
 		}
 	}
 	return nil, false
+}
+
+// AfterHandoff runs then once, on the next Handoff call from -> to that
+// carries states: after the target has accepted them and before the caller
+// sees its answer (to have the target hand them back meanwhile, say).
+// Heal removes it if it has not run.
+func (n *Network) AfterHandoff(from, to string, then func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.after[link{from, to}] = then
+}
+
+// takeAfter removes and returns the AfterHandoff hook of from -> to, if any.
+func (n *Network) takeAfter(from, to string) func() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f := n.after[link{from, to}]
+	delete(n.after, link{from, to})
+	return f
 }
 
 // links lists the fault keys that match from -> to.
@@ -332,6 +354,11 @@ func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Ent
 	if _, err := l.AcceptHandoff(ctx, p.from, entries, donePartitions); err != nil {
 		// As the gRPC peer client reports a receiver that is leaving.
 		return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, to.Name, err)
+	}
+	if len(entries) > 0 {
+		if then := p.n.takeAfter(p.from, to.Name); then != nil {
+			then()
+		}
 	}
 	return nil
 }
