@@ -43,7 +43,14 @@
 //     yet (a joiner, whose acknowledgements it took before it knew it) is
 //     asked again for up to half the push's time; if it still refuses,
 //     the push fails and its sender keeps its copy, which the owner then
-//     fetches (TestClusterTwoJoinThenLeave).
+//     fetches (TestClusterTwoJoinThenLeave). An owner that refuses states
+//     so remembers their partitions (strays.go), forgets the sender's
+//     acknowledgements of them, and once its ring has the sender makes
+//     them pending again, asked of the sender first, even the partitions
+//     it kept (TestHandoffRefusedPushIsAwaitedOnceTheRingHasItsSender).
+//     States being handed off leave the sender's store while they travel,
+//     so one handed back before the push returns is kept
+//     (TestHandoffKeyHandedBackWhileInFlight).
 //  4. Deciding a key the ring gives to another node (fetch.go). A forwarded
 //     check whose hop budget is spent is decided where it lands, even if
 //     that node's ring names another owner (the rings disagree); if the key

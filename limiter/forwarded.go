@@ -140,6 +140,7 @@ func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.En
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
 	if len(entries) > 0 {
 		if err := l.checkPeer("Handoff", from, orUnclustered); err != nil {
+			l.noteStrays(from, entries)
 			return 0, err
 		}
 	}

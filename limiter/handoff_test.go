@@ -328,3 +328,49 @@ func TestHandoffKeyHandedBackWhileInFlight(t *testing.T) {
 		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
 	}
 }
+
+// A joiner left holding a key whose owner refused it: n1, whose ring has
+// n4 but not n3, hands n4 a key that n3 owns on the rings with n3 (n4, not
+// in a multi-node ring yet, takes states from anyone). n4's ring then has
+// all five and it pushes the key to n3, which refuses it: n3's ring does
+// not have n4 yet. Meanwhile every other holder has acknowledged the
+// key's partition to n3. When n3's ring takes n4 in, n3 keeps the
+// partition, and must still fetch the key from n4, whose push it refused,
+// rather than count it afresh. As node's two-joins test saw it.
+func TestHandoffRefusedPushIsAwaitedOnceTheRingHasItsSender(t *testing.T) {
+	all := []string{"n0", "n1", "n2", "n3", "n4"}
+	no4 := []string{"n0", "n1", "n2", "n3"}
+	no3 := []string{"n0", "n1", "n2", "n4"}
+	calc := limitertest.NewCluster(t, nil, all...)
+	calc.SetRing("n0", old3...)
+	calc.SetRing("n1", no3...)
+	calc.SetRing("n2", no4...)
+	calc.SetRing("n3", all...)
+	ks := keysOwnedOnRings(t, calc, "n1", "n4", "n3", "n3") // by 3, 4 (no n3), 4 (no n4) and 5 members
+
+	c := limitertest.NewCluster(t, noReplicas, old3...)
+	spend(t, c, "n0", ks, hourly, 60)
+	c.Add("n3")
+	c.Add("n4")
+	for i, s := range []step{
+		onRing("n3", no4...), handOff("n3"), // n3 holds nothing: it acknowledges the others' partitions
+		onRing("n0", no4...), onRing("n2", no4...), handOff("n0", "n2"), // they hold none of the keys: acknowledged
+		onRing("n1", no3...), handOff("n1"), // the keys go to n4
+		onRing("n4", all...),
+	} {
+		if err := s.do(c); err != nil {
+			t.Fatalf("step %d (%s): %v", i, s.what, err)
+		}
+	}
+	if _, err := c.HandOff("n4"); !errors.Is(err, limiter.ErrPeerUnavailable) {
+		t.Fatalf("n4: HandOff: %v, want an error wrapping ErrPeerUnavailable (n3 refuses it)", err)
+	}
+	c.SetRing("n1", all...)
+	if _, err := c.HandOff("n1"); err != nil { // n1 holds none: it acknowledges n3's partitions
+		t.Fatalf("n1: HandOff: %v", err)
+	}
+	c.SetRing("n3", all...)
+	if bad := remainingOrFallback(t, c, "n3", ks, hourly, 40, false); len(bad) > 0 {
+		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
+	}
+}
