@@ -50,7 +50,8 @@
 //     it kept (TestHandoffRefusedPushIsAwaitedOnceTheRingHasItsSender).
 //     States being handed off leave the sender's store while they travel,
 //     so one handed back before the push returns is kept
-//     (TestHandoffKeyHandedBackWhileInFlight).
+//     (TestHandoffKeyHandedBackWhileInFlight), and a fetch meanwhile gets
+//     a copy (transit.go, TestHandoffKeyFetchedWhileInFlight).
 //  4. Deciding a key the ring gives to another node (fetch.go). A forwarded
 //     check whose hop budget is spent is decided where it lands, even if
 //     that node's ring names another owner (the rings disagree); if the key

@@ -69,7 +69,8 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 }
 
 // FetchMoved removes and returns the states of hashes for node from, their
-// new owner, and names the owners this node's ring gives the hashes it
+// new owner (copies of those on their way to an owner: see transit), and
+// names the owners this node's ring gives the hashes it
 // holds nothing of, when they are neither from nor this node. Keys this node still owns by its own ring (it has not seen
 // the change yet) are remembered as moved, so their checks go to from and
 // are never counted afresh here; keys it had adopted are not decided here
@@ -86,7 +87,7 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	if !l.admits(from, members) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
-			if l.store.Has(now, h) {
+			if l.store.Has(now, h) || l.transit.has(h) {
 				return nil, nil, l.refuse("Fetch", from)
 			}
 		}
@@ -103,7 +104,10 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 			l.moved.add(h, to)
 		}
 	}
-	entries := l.replicaOf(hashes, l.store.Extract(l.clock().UnixNano(), hashes))
+	// A state on its way to its owner is given as a copy: the push
+	// merges into it as the same state (see transit).
+	entries := l.store.Extract(l.clock().UnixNano(), hashes)
+	entries = l.replicaOf(hashes, l.transit.appendMissing(hashes, entries))
 	return entries, ownerHints(v, l.name, from, hashes, entries), nil
 }
 
@@ -297,6 +301,8 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 		if len(entries) == 0 {
 			return
 		}
+		l.transit.add(entries)
+		defer l.transit.done(entries)
 		if err := l.peers.Handoff(ctx, to, entries, nil); err != nil {
 			l.putBack(entries)
 			failed[name] = err

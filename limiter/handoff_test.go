@@ -374,3 +374,31 @@ func TestHandoffRefusedPushIsAwaitedOnceTheRingHasItsSender(t *testing.T) {
 		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
 	}
 }
+
+// A key read by its new owner while the handoff carrying its state is on
+// its way there: the owner's fetch from the sender must find the state,
+// though it has left the sender's store, and not count the key afresh.
+// As node's two-joins test saw it when n3 fetched a key from n4 a moment
+// before n4's retried push of it arrived.
+func TestHandoffKeyFetchedWhileInFlight(t *testing.T) {
+	c := limitertest.NewCluster(t, noReplicas, "n0")
+	calc := limitertest.NewCluster(t, nil, "n0", "n1")
+	ks := calc.KeysOwnedBy("n0", "n1", "acct", limiter.Request{Limit: hourly}, 3)
+	spend(t, c, "n0", ks, hourly, 60)
+	c.Add("n1")
+	c.SetRing("n1", "n0", "n1") // the keys' partitions are pending on n1
+	c.SetRing("n0", "n0", "n1")
+	var bad []string
+	c.Net.BeforeHandoff("n0", "n1", func() {
+		bad = remainingOrFallback(t, c, "n1", ks, hourly, 40, false)
+	})
+	if _, err := c.HandOff("n0"); err != nil {
+		t.Fatalf("n0: HandOff: %v", err)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("read while the states travel: %d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
+	}
+	if bad := remainingOrFallback(t, c, "n1", ks, hourly, 40, false); len(bad) > 0 {
+		t.Fatalf("read after the handoff: %d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
+	}
+}

@@ -102,6 +102,8 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	if dl, ok := ctx.Deadline(); ok {
 		budget = time.Until(dl) / passOnRetryShare
 	}
+	l.transit.add(states)
+	defer l.transit.done(states)
 	handoff := func() error { return l.peers.Handoff(ctx, to, states, nil) }
 	err := untilKnown(ctx, handoff(), budget, passOnRetryMin, passOnRetryMax, handoff)
 	if err != nil {

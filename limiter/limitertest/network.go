@@ -30,7 +30,7 @@ type Network struct {
 	drop     map[link]float64
 	delay    map[link]time.Duration
 	lose     map[link]func()
-	after    map[link]func()
+	hooks    map[hookKey]func()
 	isolated map[string]bool
 	rng      *rand.Rand
 	calls    map[link]*Counts
@@ -69,7 +69,7 @@ func NewNetwork(seed uint64) *Network {
 		drop:     map[link]float64{},
 		delay:    map[link]time.Duration{},
 		lose:     map[link]func(){},
-		after:    map[link]func(){},
+		hooks:    map[hookKey]func(){},
 		isolated: map[string]bool{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		calls:    map[link]*Counts{},
@@ -136,7 +136,7 @@ func (n *Network) Isolate(name string) {
 	n.mu.Unlock()
 }
 
-// Heal removes every fault: drops, delays, lost answers, AfterHandoff hooks,
+// Heal removes every fault: drops, delays, lost answers, handoff hooks,
 // cuts and isolations. Detached nodes stay detached.
 func (n *Network) Heal() {
 	n.mu.Lock()
@@ -144,7 +144,7 @@ func (n *Network) Heal() {
 	clear(n.drop)
 	clear(n.delay)
 	clear(n.lose)
-	clear(n.after)
+	clear(n.hooks)
 	clear(n.isolated)
 	n.mu.Unlock()
 }
@@ -200,23 +200,44 @@ func (n *Network) lost(from, to string) (func(), bool) {
 	return nil, false
 }
 
+// BeforeHandoff runs then once, on the next Handoff call from -> to that
+// carries states: once the call is on its way and before the target sees
+// it (to read the keys elsewhere while their states travel, say). Heal
+// removes it if it has not run.
+func (n *Network) BeforeHandoff(from, to string, then func()) {
+	n.setHook(from, to, false, then)
+}
+
 // AfterHandoff runs then once, on the next Handoff call from -> to that
 // carries states: after the target has accepted them and before the caller
 // sees its answer (to have the target hand them back meanwhile, say).
 // Heal removes it if it has not run.
 func (n *Network) AfterHandoff(from, to string, then func()) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.after[link{from, to}] = then
+	n.setHook(from, to, true, then)
 }
 
-// takeAfter removes and returns the AfterHandoff hook of from -> to, if any.
-func (n *Network) takeAfter(from, to string) func() {
+// hookKey names a BeforeHandoff (after false) or AfterHandoff hook.
+type hookKey struct {
+	link
+	after bool
+}
+
+func (n *Network) setHook(from, to string, after bool, then func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	f := n.after[link{from, to}]
-	delete(n.after, link{from, to})
-	return f
+	n.hooks[hookKey{link{from, to}, after}] = then
+}
+
+// runHook removes and runs the hook of from -> to, if any.
+func (n *Network) runHook(from, to string, after bool) {
+	k := hookKey{link{from, to}, after}
+	n.mu.Lock()
+	f := n.hooks[k]
+	delete(n.hooks, k)
+	n.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // links lists the fault keys that match from -> to.
@@ -351,14 +372,15 @@ func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Ent
 	if err != nil {
 		return err
 	}
+	if len(entries) > 0 {
+		p.n.runHook(p.from, to.Name, false)
+	}
 	if _, err := l.AcceptHandoff(ctx, p.from, entries, donePartitions); err != nil {
 		// As the gRPC peer client reports a receiver that is leaving.
 		return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, to.Name, err)
 	}
 	if len(entries) > 0 {
-		if then := p.n.takeAfter(p.from, to.Name); then != nil {
-			then()
-		}
+		p.n.runHook(p.from, to.Name, true)
 	}
 	return nil
 }
