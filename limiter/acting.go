@@ -141,9 +141,12 @@ func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 	}
 	// The copy, and the key's own state if this node holds one (it owned
 	// the key until the ring moved it, and has not handed it off yet, or
-	// took its copy over): acting from nothing would count it afresh.
+	// is handing it off now: see transit, or took its copy over): acting
+	// from nothing would count it afresh.
 	keys := []uint64{j.hash}
-	for _, e := range append(l.repl.copies.Copy(now, keys), l.store.Copy(now, keys)...) {
+	states := append(l.repl.copies.Copy(now, keys), l.store.Copy(now, keys)...)
+	states = append(states, l.transit.appendMissing(keys, nil)...)
+	for _, e := range states {
 		_ = l.repl.acting.Import(e, now) // an invalid state was refused when it came
 	}
 	r, err := l.repl.acting.Take(j.hash, j.limit, now, j.cost)

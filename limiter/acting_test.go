@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/sluice-rl/sluice/limiter"
@@ -151,5 +152,31 @@ func TestHeirKeepsWhatItHandedBack(t *testing.T) {
 	c.Net.Cut(heir, "a")
 	if got := admitted(c, heir, key, 50); got != 40 {
 		t.Errorf("the heir, cut off from the owner right after handing the key back, admitted %d, want 40", got)
+	}
+}
+
+// The heir acts for an owner it cannot reach while it is still handing
+// the key to that owner: the state on its way there (out of the heir's
+// store, see transit) is what it acts on, not nothing.
+func TestHeirActsOnWhatItIsHandingBack(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "a", "b", "c")
+	key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
+	heir, other := heirOf(t, key)
+	c.SetMembers("b", "c") // a away: the heir owns the key
+	spend(t, c, heir, []string{key}, hourly, 60)
+	for _, n := range []string{"a", heir, other} {
+		c.SetRing(n, "a", "b", "c") // a back
+	}
+	got := -1
+	c.Net.BeforeHandoff(heir, "a", func() {
+		c.Net.Cut(heir, "a") // the push is on its way; checks are not
+		got = admitted(c, heir, key, 50)
+	})
+	// The push lands; the acknowledgements after it do not (the cut).
+	if _, err := c.HandOff(heir); !errors.Is(err, limiter.ErrPeerUnavailable) {
+		t.Fatalf("%s: HandOff: %v, want an error wrapping ErrPeerUnavailable (its acknowledgements to a are cut off)", heir, err)
+	}
+	if got != 40 {
+		t.Errorf("the heir, acting for the owner while handing it the key, admitted %d, want 40", got)
 	}
 }
