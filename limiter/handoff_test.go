@@ -113,6 +113,15 @@ func keysOwnedOnRings(t *testing.T, calc *limitertest.Cluster, owners ...string)
 	return ks
 }
 
+// expectKept reads every key of ks through node on and fails the test
+// unless each has 40 of 100 remaining.
+func expectKept(t *testing.T, c *limitertest.Cluster, on string, ks []string) {
+	t.Helper()
+	if bad := remainingOrFallback(t, c, on, ks, hourly, 40, false); len(bad) > 0 {
+		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
+	}
+}
+
 // runScenario spends 60 of hourly on 30 keys through n0 of a cluster of
 // n0, n1, n2, runs steps, and checks that the counters were kept at every
 // read.
@@ -208,9 +217,7 @@ func TestHandoffAdoptedKeyIsNotAcknowledged(t *testing.T) {
 			t.Fatalf("step %d (%s): %v", i, s.what, err)
 		}
 	}
-	if bad := remainingOrFallback(t, c, "n0", ks, hourly, 40, false); len(bad) > 0 {
-		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
-	}
+	expectKept(t, c, "n0", ks)
 }
 
 // Two joins, as node tests saw them: n4 sees the five members first and
@@ -246,12 +253,6 @@ func TestHandoffPassOnToOwnerThatDoesNotKnowTheJoiner(t *testing.T) {
 		}
 		return c
 	}
-	read := func(t *testing.T, c *limitertest.Cluster, on string) {
-		t.Helper()
-		if bad := remainingOrFallback(t, c, on, ks, hourly, 40, false); len(bad) > 0 {
-			t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
-		}
-	}
 
 	t.Run("the owner learns of the joiner while it retries", func(t *testing.T) {
 		c := setUp(t)
@@ -268,8 +269,8 @@ func TestHandoffPassOnToOwnerThatDoesNotKnowTheJoiner(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("n1: HandOff: %v", err)
 		}
-		read(t, c, "n3")
-		read(t, c, "n0")
+		expectKept(t, c, "n3", ks)
+		expectKept(t, c, "n0", ks)
 	})
 	t.Run("the owner never learns of it in time", func(t *testing.T) {
 		c := setUp(t)
@@ -283,7 +284,7 @@ func TestHandoffPassOnToOwnerThatDoesNotKnowTheJoiner(t *testing.T) {
 			t.Fatalf("before n1 sees n3: %d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
 		}
 		c.SetRing("n1", all...)
-		read(t, c, "n3") // fetched from n1, which kept them
+		expectKept(t, c, "n3", ks) // fetched from n1, which kept them
 	})
 }
 
@@ -324,9 +325,7 @@ func TestHandoffKeyHandedBackWhileInFlight(t *testing.T) {
 	}
 	c.SetRing("n2", r3...)
 	c.SetRing("n0", r3...)
-	if bad := remainingOrFallback(t, c, "n0", ks, hourly, 40, false); len(bad) > 0 {
-		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
-	}
+	expectKept(t, c, "n0", ks)
 }
 
 // A joiner left holding a key whose owner refused it: n1, whose ring has
@@ -370,9 +369,7 @@ func TestHandoffRefusedPushIsAwaitedOnceTheRingHasItsSender(t *testing.T) {
 		t.Fatalf("n1: HandOff: %v", err)
 	}
 	c.SetRing("n3", all...)
-	if bad := remainingOrFallback(t, c, "n3", ks, hourly, 40, false); len(bad) > 0 {
-		t.Fatalf("%d of %d keys lost their counter, e.g. %s", len(bad), len(ks), bad[0])
-	}
+	expectKept(t, c, "n3", ks)
 }
 
 // A key read by its new owner while the handoff carrying its state is on
