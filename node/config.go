@@ -197,6 +197,11 @@ type Config struct {
 	// The node owns it: when the provider has a Shutdown method (the SDK's
 	// does), the node calls it when it stops, which flushes its spans.
 	TracerProvider trace.TracerProvider
+
+	// peerBreakerClock, if not nil, times the peer circuit breakers'
+	// cooldowns instead of time.Now. Only tests set it (export_test.go):
+	// on a frozen clock, an open circuit stays open.
+	peerBreakerClock func() time.Time
 }
 
 // DefaultConfig is the configuration of `sluice serve` with no flags: a
