@@ -133,8 +133,9 @@ func (l *Limiter) route(v *view, hash uint64) (ring.Member, bool) {
 
 // decide answers jobs: those this node owns here, the others through their
 // owners. forceLocal applies every job here (a forwarded item whose hop
-// budget is spent).
+// budget is spent), unless this node is leaving (see leavingForwards).
 func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool, jobs []job, now int64) {
+	forceLocal = forceLocal && !l.leavingForwards(v, hops)
 	var remote []*job
 	for i := range jobs {
 		j := &jobs[i]
@@ -153,6 +154,32 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 	if len(remote) > 0 {
 		l.forward(ctx, v, hops, remote, now)
 	}
+}
+
+// leavingHops bounds the hops of an item that leaving nodes send on (see
+// leavingForwards): two leaving nodes whose rings still name each other
+// would pass it back and forth.
+const leavingHops = 3
+
+// leavingForwards reports whether this node, given an item whose hop budget
+// is spent, sends it on to the key's owner on its ring rather than decide
+// it: it does while it is leaving (its ring no longer has it), up to
+// leavingHops. A leaving node has handed its keys off, or is handing them
+// off: deciding a key it does not own would fetch the key's state from its
+// owner (or find it in transit and count it afresh), and the count would
+// leave with it. Its owner decides the item instead.
+func (l *Limiter) leavingForwards(v *view, hops int) bool {
+	return hops <= leavingHops && l.outOfRing(v)
+}
+
+// outOfRing reports whether v's ring has other nodes but not this one:
+// this node is leaving.
+func (l *Limiter) outOfRing(v *view) bool {
+	if v == nil || v.ring == nil || v.ring.Len() == 0 || l.peers == nil {
+		return false
+	}
+	_, member := v.ring.Member(l.name)
+	return !member
 }
 
 // toUnseenOwner sends j to owner, its owner by another node's ring, which

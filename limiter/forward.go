@@ -190,8 +190,8 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 // so that every node's checks of the key are counted in one place (the
 // sender's ring has dropped the owner before this one has), and grants
 // nothing: a grant decided on its store would count beside the acting
-// admissions. Otherwise the limit's failure mode answers (see
-// fallback.go). Context errors are the caller's, not the owner's: they
+// admissions. Otherwise, and on a leaving node (see leavingForwards), the
+// limit's failure mode answers (see fallback.go). Context errors are the caller's, not the owner's: they
 // are reported as such.
 func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, owner ring.Member, err error, now int64) {
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -206,7 +206,7 @@ func (l *Limiter) unreachable(ctx context.Context, v *view, hops int, j *job, ow
 		l.metrics.fellBack(j.mode)
 		return
 	}
-	if hops > 0 && !((j.upTo || j.credit || j.report) && l.firstHeir(v, j.hash)) {
+	if hops > 0 && !l.outOfRing(v) && !((j.upTo || j.credit || j.report) && l.firstHeir(v, j.hash)) {
 		l.applyLocal(ctx, v, j, now)
 		return
 	}
