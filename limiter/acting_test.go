@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sluice-rl/sluice/internal/identity"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
 )
@@ -178,5 +179,23 @@ func TestHeirActsOnWhatItIsHandingBack(t *testing.T) {
 	}
 	if got != 40 {
 		t.Errorf("the heir, acting for the owner while handing it the key, admitted %d, want 40", got)
+	}
+}
+
+// An heir keeps its copy when another node fetches the key: the owner
+// asking the heir for a partition still pending on its ring takes the copy
+// (it merges into the state it holds), and the heir must still have it if
+// the owner then becomes unreachable, or it would act for the owner from
+// nothing. As the fault test saw it in a graceful leave.
+func TestHeirKeepsItsCopyWhenFetched(t *testing.T) {
+	c, key, heir, other := spentOnA(t, nil)
+	hash := identity.Inline(uint8(hourly.Algorithm), hourly.Period, key)
+	got, _, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("a fetching %s from its heir %s: %v, %v; want its copy", key, heir, got, err)
+	}
+	c.Remove("a") // it leaves after that, or is killed: not yet seen by gossip
+	if n := admitted(c, other, key, 50); n != 40 {
+		t.Errorf("admitted %d through %s acting on %s's copy, want 40", n, heir, key)
 	}
 }

@@ -408,7 +408,12 @@ func (l *Limiter) keepAsCopies(v *view, r *ring.Ring, entries []store.Entry) {
 }
 
 // replicaOf returns the copies of the keys of hashes that have no state in
-// entries, removing them (FetchMoved: the caller takes the keys over).
+// entries (FetchMoved: the caller takes the keys over). The copies stay:
+// the caller may be the key's owner asking for a partition still pending
+// on its ring, and if it becomes unreachable next, this node acts for it on
+// its copy (acting.go); taking the copy away would leave it acting from
+// nothing. A copy that has gone stale meanwhile merges as the older state
+// wherever it goes, and the owner's next round replaces it.
 func (l *Limiter) replicaOf(hashes []uint64, entries []store.Entry) []store.Entry {
 	if l.repl.copies == nil {
 		return entries
@@ -426,5 +431,5 @@ func (l *Limiter) replicaOf(hashes []uint64, entries []store.Entry) []store.Entr
 	if len(missing) == 0 {
 		return entries
 	}
-	return append(entries, l.repl.copies.Extract(l.clock().UnixNano(), missing)...)
+	return append(entries, l.repl.copies.Copy(l.clock().UnixNano(), missing)...)
 }
