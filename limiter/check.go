@@ -156,6 +156,36 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 	}
 }
 
+// movedOn decides j on nv, the ring that replaced v while awaitState
+// waited for the key's state, if nv has moved the key that this node owned
+// on v to another node: the handoff of nv has sent what this node held of
+// the key by then, and may have told the new owner that there is nothing
+// more here, so deciding j on v would count the key here, beside its new
+// owner. It passes on to the new owner what the fetch brought, sends j
+// there, and reports whether it did. A credit, a report or an acting
+// check are decided as before.
+func (l *Limiter) movedOn(ctx context.Context, v, nv *view, j *job, now int64) bool {
+	if j.credit || j.report || j.acting {
+		return false
+	}
+	if _, was := l.route(v, j.hash); !was {
+		return false
+	}
+	owner, mine := l.route(nv, j.hash)
+	if mine {
+		return false
+	}
+	if err := l.passOnTo(ctx, nv.ring, owner, []uint64{j.hash}); err != nil {
+		l.fallback(nv, j, owner, err, now)
+		return true
+	}
+	moved := []job{*j}
+	moved[0].owner = ring.Member{}
+	l.decide(ctx, nv, j.hops, false, moved, now)
+	j.granted, j.grantID, j.issuer, j.maybeApplied = moved[0].granted, moved[0].grantID, moved[0].issuer, moved[0].maybeApplied
+	return true
+}
+
 // leavingHops bounds the hops of an item that leaving nodes send on (see
 // leavingForwards): two leaving nodes whose rings still name each other
 // would pass it back and forth.
@@ -244,6 +274,9 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 			return
 		}
 		l.fallback(v, j, holder, err, now)
+		return
+	}
+	if nv := l.view.Load(); nv != v && l.movedOn(ctx, v, nv, j, now) {
 		return
 	}
 	res := j.res

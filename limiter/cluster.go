@@ -226,6 +226,19 @@ func (s *movedSet) get(hash uint64) (ring.Member, bool) {
 	return m, ok
 }
 
+// forget drops hashes: their states are here again.
+func (s *movedSet) forget(hashes []uint64) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, h := range hashes {
+		delete(s.to, h)
+	}
+	s.n.Store(int64(len(s.to)))
+	s.mu.Unlock()
+}
+
 // prune drops the keys for which keep returns false.
 func (s *movedSet) prune(stillMine func(hash uint64) bool) {
 	s.mu.Lock()

@@ -202,6 +202,17 @@ func (l *Limiter) accept(from string, entries []store.Entry, donePartitions []in
 	if len(donePartitions) > 0 {
 		l.acks.record(from, donePartitions)
 	}
+	if len(entries) > 0 && l.moved.n.Load() > 0 {
+		// A key this node gave a fetching node comes back (that node's
+		// ring has moved it away meanwhile, or it is leaving): its checks
+		// are decided here again, not sent to a node that no longer
+		// holds it.
+		keys := make([]uint64, len(entries))
+		for i, e := range entries {
+			keys[i] = e.Key
+		}
+		l.moved.forget(keys)
+	}
 	if refused > 0 {
 		l.log.Warn("handoff: states refused, store full", "from", from, "refused", refused)
 	}

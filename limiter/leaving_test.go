@@ -1,8 +1,11 @@
 package limiter_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 
+	"github.com/sluice-rl/sluice/internal/identity"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
 )
@@ -45,5 +48,100 @@ func TestLeavingNodeDecidesNothingForOthers(t *testing.T) {
 	c.SetRing("n1", rest...)
 	if bad := remainingOrFallback(t, c, "n2", ks, hourly, 30, false); len(bad) > 0 {
 		t.Fatalf("%d of %d keys lost their counter once n0 had left, e.g. %s", len(bad), len(ks), bad[0])
+	}
+}
+
+// A key whose ring moves it while its owner waits for its state is decided
+// by its new owner. a has just joined and owns the key, which nobody has
+// spent yet: a check of it waits for a's fetch from the others. Meanwhile
+// e joins, takes the key, and a hands off (nothing of the key) and
+// acknowledges the partition to e. Deciding the check on the ring it began
+// with, a would count the key here, where e, which will not ask a for it,
+// would never see it: the key would admit its limit again on e.
+func TestKeyMovedWhileFetchedIsDecidedByItsNewOwner(t *testing.T) {
+	r0 := []string{"b", "c", "d"}
+	r1 := []string{"a", "b", "c", "d"}
+	r2 := []string{"a", "b", "c", "d", "e"}
+	calc := limitertest.NewCluster(t, nil, "a", "e")
+	calc.SetRing("a", r1...)
+	calc.SetRing("e", r2...)
+	key := calc.KeysOwnedBy("a", "a", "m", limiter.Request{Limit: hourly}, 200)
+	var k string
+	for _, cand := range key {
+		if calc.Owner("e", limiter.Request{Key: cand, Limit: hourly}) == "e" {
+			k = cand
+			break
+		}
+	}
+	if k == "" {
+		t.Fatal("no key owned by a on four nodes and by e on five")
+	}
+
+	c := limitertest.NewCluster(t, nil, r0...)
+	c.Add("a")
+	for _, n := range r1 {
+		c.SetRing(n, r1...)
+	}
+	var once sync.Once
+	for _, h := range r0 {
+		c.Net.AfterFetch("a", h, func() {
+			once.Do(func() {
+				c.Add("e")
+				for _, n := range r2 {
+					c.SetRing(n, r2...)
+				}
+				if _, err := c.HandOff("a"); err != nil {
+					t.Errorf("a: HandOff: %v", err)
+				}
+			})
+		})
+	}
+	first := c.Check("a", limiter.Request{Key: k, Limit: hourly, Cost: 60})[0]
+	if !first.Allowed || first.Remaining != 40 || first.Owner != "e" {
+		t.Errorf("the check that waited for the key's state: %+v, want allowed by e with 40 left", first)
+	}
+	if got := admitted(c, "b", k, 100); got != 40 {
+		t.Errorf("admitted %d more through b, want 40", got)
+	}
+}
+
+// A key given to a fetching node and handed back is decided here again.
+// n1 owns the key on its ring, which n0 has left; n0, fetching on the ring
+// it had before it left, takes the key from n1 (which sends the key's
+// checks to n0 from then on) and, its ring having moved on, hands it back.
+// Once n0 has gone, n1 must decide the key on the state it holds, not send
+// its checks to n0 and have them answered by the key's heir.
+func TestKeyHandedBackAfterAFetchIsDecidedHere(t *testing.T) {
+	all := []string{"n0", "n1", "n2"}
+	rest := []string{"n1", "n2"}
+	calc := limitertest.NewCluster(t, nil, all...)
+	calc.SetRing("n1", rest...)
+	ks := keysOwnedOnRings(t, calc, "n0", "n1") // by all three, and by n1 and n2
+
+	c := limitertest.NewCluster(t, nil, all...)
+	spend(t, c, "n0", ks, hourly, 60)
+	c.SetRing("n1", rest...)
+	c.SetRing("n2", rest...)
+	if err := c.Leave("n0", rest...); err != nil {
+		t.Fatalf("n0: Leave: %v", err)
+	}
+	ctx := context.Background()
+	hashes := make([]uint64, len(ks))
+	for i, k := range ks {
+		hashes[i] = identity.Inline(uint8(hourly.Algorithm), hourly.Period, k)
+	}
+	got, _, err := c.Node("n1").FetchMoved(ctx, "n0", hashes)
+	if err != nil || len(got) != len(ks) {
+		t.Fatalf("n0 fetching from n1: %d states, %v; want %d", len(got), err, len(ks))
+	}
+	if _, err := c.Node("n1").AcceptHandoff(ctx, "n0", got, nil); err != nil {
+		t.Fatalf("n0 handing them back to n1: %v", err)
+	}
+	c.Remove("n0")
+	for _, k := range ks {
+		res := c.Check("n1", limiter.Request{Key: k, Limit: hourly, Cost: 1})[0]
+		if !res.Allowed || res.Remaining != 39 || res.Source != limiter.SourceOwner || res.Owner != "n1" {
+			t.Errorf("%s through n1 once n0 had gone: %+v, want allowed by n1 with 39 left", k, res)
+		}
 	}
 }

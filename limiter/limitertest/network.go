@@ -136,7 +136,7 @@ func (n *Network) Isolate(name string) {
 	n.mu.Unlock()
 }
 
-// Heal removes every fault: drops, delays, lost answers, handoff hooks,
+// Heal removes every fault: drops, delays, lost answers, handoff and fetch hooks,
 // cuts and isolations. Detached nodes stay detached.
 func (n *Network) Heal() {
 	n.mu.Lock()
@@ -216,21 +216,40 @@ func (n *Network) AfterHandoff(from, to string, then func()) {
 	n.setHook(from, to, true, then)
 }
 
-// hookKey names a BeforeHandoff (after false) or AfterHandoff hook.
+// AfterFetch runs then once, on the next Fetch call from -> to: after the
+// target has answered and before the caller sees the answer (to change the
+// caller's ring while it waits for a key's state, say). Heal removes it if
+// it has not run.
+func (n *Network) AfterFetch(from, to string, then func()) {
+	n.setHookOf(mFetch, from, to, true, then)
+}
+
+// hookKey names a hook: BeforeHandoff (mHandoff, after false),
+// AfterHandoff (mHandoff, after true) or AfterFetch (mFetch, after true).
 type hookKey struct {
 	link
+	m     method
 	after bool
 }
 
 func (n *Network) setHook(from, to string, after bool, then func()) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.hooks[hookKey{link{from, to}, after}] = then
+	n.setHookOf(mHandoff, from, to, after, then)
 }
 
-// runHook removes and runs the hook of from -> to, if any.
+func (n *Network) setHookOf(m method, from, to string, after bool, then func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.hooks[hookKey{link{from, to}, m, after}] = then
+}
+
+// runHook removes and runs the Handoff hook of from -> to, if any.
 func (n *Network) runHook(from, to string, after bool) {
-	k := hookKey{link{from, to}, after}
+	n.runHookOf(mHandoff, from, to, after)
+}
+
+// runHookOf removes and runs the hook of method m on from -> to, if any.
+func (n *Network) runHookOf(m method, from, to string, after bool) {
+	k := hookKey{link{from, to}, m, after}
 	n.mu.Lock()
 	f := n.hooks[k]
 	delete(n.hooks, k)
@@ -361,6 +380,7 @@ func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([
 		return nil, nil, err
 	}
 	entries, hints, err := l.FetchMoved(ctx, p.from, hashes)
+	p.n.runHookOf(mFetch, p.from, from.Name, true)
 	return entries, hints, refused(from.Name, err)
 }
 
