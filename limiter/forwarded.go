@@ -107,7 +107,14 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	// A state on its way to its owner is given as a copy: the push
 	// merges into it as the same state (see transit).
 	entries := l.store.Extract(l.clock().UnixNano(), hashes)
-	entries = l.replicaOf(hashes, l.transit.appendMissing(hashes, entries))
+	entries = l.transit.appendMissing(hashes, entries)
+	if len(entries) < len(hashes) {
+		// A push that failed meanwhile has put its states back in the
+		// store before it stopped recording them as travelling
+		// (extractTravelling moves them the other way in the other order).
+		entries = append(entries, l.store.Extract(l.clock().UnixNano(), missingFrom(hashes, entries))...)
+	}
+	entries = l.replicaOf(hashes, entries)
 	return entries, ownerHints(v, l.name, from, hashes, entries), nil
 }
 
@@ -308,12 +315,11 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 		// owner has them: a state handed back to this node while the
 		// call is in flight (the owner's ring has moved on and gives it
 		// here again) then lands in the store and stays.
-		entries := l.store.Extract(l.clock().UnixNano(), keys)
+		entries := l.extractTravelling(l.clock().UnixNano(), keys)
+		defer l.transit.done(entries)
 		if len(entries) == 0 {
 			return
 		}
-		l.transit.add(entries)
-		defer l.transit.done(entries)
 		if err := l.peers.Handoff(ctx, to, entries, nil); err != nil {
 			l.putBack(entries)
 			failed[name] = err

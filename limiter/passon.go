@@ -94,7 +94,8 @@ const (
 // would otherwise say this node holds nothing of them.
 func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, keys []uint64) error {
 	now := l.clock().UnixNano()
-	states := l.store.Extract(now, keys)
+	states := l.extractTravelling(now, keys)
+	defer l.transit.done(states)
 	if len(states) == 0 {
 		return nil
 	}
@@ -102,8 +103,6 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	if dl, ok := ctx.Deadline(); ok {
 		budget = time.Until(dl) / passOnRetryShare
 	}
-	l.transit.add(states)
-	defer l.transit.done(states)
 	handoff := func() error { return l.peers.Handoff(ctx, to, states, nil) }
 	err := untilKnown(ctx, handoff(), budget, passOnRetryMin, passOnRetryMax, handoff)
 	if err != nil {

@@ -72,6 +72,48 @@ func (t *transit) appendMissing(hashes []uint64, entries []store.Entry) []store.
 	return entries
 }
 
+// extractTravelling takes the states of keys out of the store to send them,
+// and records them as travelling, with no moment when a key is in neither:
+// a fetch then would find nothing, and its caller count the key afresh.
+// The states are recorded (as copies) before they leave the store, and
+// replaced by those that left once they have; a key fetched away in between
+// is no longer recorded. The caller calls transit.done with what it
+// returns.
+func (l *Limiter) extractTravelling(now int64, keys []uint64) []store.Entry {
+	l.transit.add(l.store.Copy(now, keys))
+	entries := l.store.Extract(now, keys)
+	l.transit.replace(keys, entries)
+	return entries
+}
+
+// replace sets keys' travelling states to those of entries: keys without
+// one there are removed.
+func (t *transit) replace(keys []uint64, entries []store.Entry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[uint64]store.Entry{}
+	}
+	for _, k := range keys {
+		delete(t.m, k)
+	}
+	for _, e := range entries {
+		t.m[e.Key] = e
+	}
+	t.n.Store(int64(len(t.m)))
+}
+
+// missingFrom returns those of hashes that entries has no state of.
+func missingFrom(hashes []uint64, entries []store.Entry) []uint64 {
+	var out []uint64
+	for _, h := range hashes {
+		if !containsKey(entries, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // containsKey reports whether entries has a state of key.
 func containsKey(entries []store.Entry, key uint64) bool {
 	for _, e := range entries {
