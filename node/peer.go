@@ -78,3 +78,27 @@ func advertise(configured, listen, gossip string) (string, error) {
 	}
 	return net.JoinHostPort(host, port), nil
 }
+
+// forgetNewcomers drops the connections to the members that are new to
+// the ring (they joined, or came back after leaving or failing), so that
+// each starts with a new connection and a closed circuit. Calls made to
+// such a node while it was gone (a fetch from the likely holder of a
+// pending partition, say) may have opened the circuit of the old
+// connection; kept, it would fail the handoff of the node's keys back to
+// it, and the checks of those keys, until its cooldown ended, while the
+// node is up. The first ring has no newcomers: nothing was called before.
+func (n *Node) forgetNewcomers(members []ring.Member) {
+	old := n.limiter.Ring()
+	if old == nil {
+		return
+	}
+	newcomers := map[string]bool{}
+	for _, m := range members {
+		if _, was := old.Member(m.Name); !was {
+			newcomers[m.Name] = true
+		}
+	}
+	if len(newcomers) > 0 {
+		n.peers.Forget(func(name string) bool { return !newcomers[name] })
+	}
+}
