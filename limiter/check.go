@@ -156,6 +156,10 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 	}
 }
 
+// beforeTake, if not nil, runs in applyLocal between a key's route and its
+// take (tests only: export_test.go).
+var beforeTake func(*Limiter)
+
 // movedOn decides j on nv, the ring that replaced v while awaitState
 // waited for the key's state, if nv has moved the key that this node owned
 // on v to another node: the handoff of nv has sent what this node held of
@@ -276,8 +280,24 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 		l.fallback(v, j, holder, err, now)
 		return
 	}
-	if nv := l.view.Load(); nv != v && l.movedOn(ctx, v, nv, j, now) {
-		return
+	if beforeTake != nil {
+		beforeTake(l)
+	}
+	// The view may have changed since j was routed (while awaitState
+	// waited, or just now): decide on the view in force, under the key's
+	// stripe, so that no handoff of a newer view takes the state out of
+	// the store before the take (see deciding.go).
+	st := l.deciding.of(j.hash)
+	st.RLock()
+	defer st.RUnlock()
+	for nv := l.view.Load(); nv != v; nv = l.view.Load() {
+		st.RUnlock()
+		moved := l.movedOn(ctx, v, nv, j, now)
+		st.RLock()
+		if moved {
+			return
+		}
+		v = nv
 	}
 	res := j.res
 	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil

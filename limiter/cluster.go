@@ -86,7 +86,9 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 	// Copies of the keys this node takes over from a departed owner are
 	// in its store before any check is decided on the new ring.
 	l.promote(r, nv.orphaned)
+	l.deciding.lockAll()
 	l.view.Store(nv)
+	l.deciding.unlockAll()
 	l.adopted.clear() // the new ring places them
 	l.moved.prune(func(hash uint64) bool {
 		_, mine := nv.owner(l.name, hash)

@@ -51,11 +51,22 @@
 //     States being handed off leave the sender's store while they travel,
 //     so one handed back before the push returns is kept
 //     (TestHandoffKeyHandedBackWhileInFlight), and a fetch meanwhile gets
-//     a copy (transit.go, TestHandoffKeyFetchedWhileInFlight).
+//     a copy (transit.go, TestHandoffKeyFetchedWhileInFlight); they are
+//     recorded as travelling before they leave the store, so a fetch never
+//     finds them in neither (TestTravellingStateIsNeverOutOfSight). A key
+//     that the ring moves while its owner waits for its state goes to its
+//     new owner with the check rather than being counted on the old ring
+//     (movedOn, TestKeyMovedWhileFetchedIsDecidedByItsNewOwner), and a key
+//     handed back after a fetch took it is decided where it is again
+//     (TestKeyHandedBackAfterAFetchIsDecidedHere).
 //  4. Deciding a key the ring gives to another node (fetch.go). A forwarded
 //     check whose hop budget is spent is decided where it lands, even if
 //     that node's ring names another owner (the rings disagree); if the key
 //     has no state there, the node fetches it from the other members first.
+//     A leaving node (its ring no longer has it) decides no such check: it
+//     sends it on to the owner on its ring (leavingForwards,
+//     TestLeavingNodeDecidesNothingForOthers), since a state it fetched
+//     would leave with it.
 //
 // Views that disagree (fetch.go, unseenOwnerError). A node asked for a
 // key it holds nothing of names the key's owner on its own ring when that

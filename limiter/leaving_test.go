@@ -145,3 +145,45 @@ func TestKeyHandedBackAfterAFetchIsDecidedHere(t *testing.T) {
 		}
 	}
 }
+
+// A key whose ring moves it between its route and its take is decided by
+// its new owner. n0 routes a check of a key it owns to itself; before it
+// takes, its ring gains n3, which owns the key there, and n0 hands the key
+// off. Taking on its store then would count the key afresh on n0 (the
+// fault test's graceful restarts: two checks waited on the shard lock
+// behind the handoff's extract, then counted from nothing).
+func TestKeyMovedBeforeItsTakeIsDecidedByItsNewOwner(t *testing.T) {
+	old := []string{"n0", "n1", "n2"}
+	all := []string{"n0", "n1", "n2", "n3"}
+	calc := limitertest.NewCluster(t, nil, all...)
+	calc.SetRing("n0", old...)
+	ks := keysOwnedOnRings(t, calc, "n0", "n3") // by three, and by four
+
+	c := limitertest.NewCluster(t, nil, old...)
+	spend(t, c, "n0", ks, hourly, 60)
+	c.Add("n3")
+	n0 := c.Node("n0")
+	var once sync.Once
+	limiter.SetBeforeTake(func(l *limiter.Limiter) {
+		if l != n0 {
+			return
+		}
+		once.Do(func() {
+			for _, n := range all {
+				c.SetRing(n, all...)
+			}
+			if _, err := c.HandOff("n0"); err != nil {
+				t.Errorf("n0: HandOff: %v", err)
+			}
+		})
+	})
+	defer limiter.SetBeforeTake(nil)
+	res := c.Check("n0", limiter.Request{Key: ks[0], Limit: hourly, Cost: 10})[0]
+	if !res.Allowed || res.Remaining != 30 || res.Source != limiter.SourceOwner || res.Owner != "n3" {
+		t.Errorf("%s through n0 while its ring moved it: %+v, want allowed by n3 with 30 left", ks[0], res)
+	}
+	limiter.SetBeforeTake(nil)
+	if bad := remainingOrFallback(t, c, "n1", ks[:1], hourly, 30, false); len(bad) > 0 {
+		t.Fatalf("after the move: %v", bad)
+	}
+}

@@ -34,6 +34,7 @@ type Limiter struct {
 	fetchTimeout time.Duration
 	policies     atomic.Pointer[policy.Set]
 	view         atomic.Pointer[view]
+	deciding     deciding // decisions (read) against view swaps (write): see deciding.go
 	moved        movedSet
 	departed     departedSet // members of earlier rings, for a while (see checkPeer)
 	acks         acks
