@@ -289,16 +289,20 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	// the store before the take (see deciding.go).
 	st := l.deciding.of(j.hash)
 	st.RLock()
-	defer st.RUnlock()
 	for nv := l.view.Load(); nv != v; nv = l.view.Load() {
 		st.RUnlock()
-		moved := l.movedOn(ctx, v, nv, j, now)
-		st.RLock()
-		if moved {
+		if l.movedOn(ctx, v, nv, j, now) {
 			return
 		}
 		v = nv
+		st.RLock()
 	}
+	l.take(ctx, v, j, now)
+	st.RUnlock()
+}
+
+// take decides j on this node's store, on view v (applyLocal).
+func (l *Limiter) take(ctx context.Context, v *view, j *job, now int64) {
 	res := j.res
 	res.Source, res.Owner, res.Err = SourceOwner, l.name, nil
 	if err := ctx.Err(); err != nil {
