@@ -277,6 +277,11 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 			l.metrics.fellBack(j.mode)
 			return
 		}
+		if r, ok := l.heldDenies(j, now); ok {
+			res := j.res
+			res.Result, res.Source, res.Owner, res.Err = r, SourceFallback, holder.Name, nil
+			return
+		}
 		l.fallback(v, j, holder, err, now)
 		return
 	}

@@ -78,6 +78,30 @@ func (l *Limiter) fallback(v *view, j *job, owner ring.Member, cause error, now 
 	l.log.Debug("owner unreachable: fallback", "owner", owner.Name, "mode", j.mode.String(), "err", cause)
 }
 
+// heldDenies returns the answer to j of the state this node holds of its
+// key, if it holds one and that answer is a denial: the failure mode then
+// answers no more than that. A node that owns the key and holds its state,
+// but could not hear from a node that may hold more of it (a pending
+// partition's holder that did not answer in time), would otherwise admit
+// from its local share a key it knows to be spent; what the other node
+// holds, merged in, could only deny it too. Token buckets only (their
+// answer is a pure function of the state); other algorithms, and a node
+// holding nothing of the key, get the failure mode.
+func (l *Limiter) heldDenies(j *job, now int64) (bucket.Result, bool) {
+	if j.limit.Algorithm != bucket.TokenBucket || j.cost <= 0 || j.upTo || j.credit || j.report {
+		return bucket.Result{}, false
+	}
+	held := l.store.Copy(now, []uint64{j.hash})
+	if len(held) != 1 || held[0].Algorithm != bucket.TokenBucket {
+		return bucket.Result{}, false
+	}
+	_, r, err := bucket.TakeToken(held[0].Token, j.limit, now, j.cost)
+	if err != nil || r.Allowed {
+		return bucket.Result{}, false
+	}
+	return r, true
+}
+
 // fallbackTake applies a failure mode to one check.
 func (l *Limiter) fallbackTake(v *view, mode policy.FailureMode, hash uint64, lim bucket.Limit, cost, now int64) bucket.Result {
 	capacity := lim.Capacity()

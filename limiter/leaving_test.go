@@ -2,12 +2,16 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/identity"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // A leaving node decides nothing for others. n0 owns the keys and leaves:
@@ -185,5 +189,41 @@ func TestKeyMovedBeforeItsTakeIsDecidedByItsNewOwner(t *testing.T) {
 	limiter.SetBeforeTake(nil)
 	if bad := remainingOrFallback(t, c, "n1", ks[:1], hourly, 30, false); len(bad) > 0 {
 		t.Fatalf("after the move: %v", bad)
+	}
+}
+
+// An owner that holds a key's state, spent, and cannot hear in time from a
+// node that may hold more of it, denies the key's checks: its failure mode
+// does not admit from a local share a key it knows to be spent. n0 owns
+// the key and has spent it; n3, which n0's ring does not have yet, pushes
+// it a state of the key, which n0 refuses and so awaits from n3 once its
+// ring has n3. n3 then answers too late. As the fault test saw it in a
+// join (a holder's fetch timed out, and the owner admitted one more).
+func TestSpentKeyDeniedWhileAHolderIsSlow(t *testing.T) {
+	old := []string{"n0", "n1", "n2"}
+	all := []string{"n0", "n1", "n2", "n3"}
+	calc := limitertest.NewCluster(t, nil, all...)
+	calc.SetRing("n0", old...)
+	ks := keysOwnedOnRings(t, calc, "n0", "n0") // by three, and by four
+
+	c := limitertest.NewCluster(t, nil, old...)
+	spend(t, c, "n0", ks[:1], hourly, 100)
+	c.Add("n3")
+	ctx := context.Background()
+	state := store.Entry{Key: identity.Inline(uint8(hourly.Algorithm), hourly.Period, ks[0]), Algorithm: hourly.Algorithm,
+		Token: bucket.TokenState{TAT: c.Clock.Now().UnixNano()}}
+	if _, err := c.Node("n0").AcceptHandoff(ctx, "n3", []store.Entry{state}, nil); !errors.Is(err, limiter.ErrNotMember) {
+		t.Fatalf("n3's push to n0, whose ring lacks it: %v, want ErrNotMember", err)
+	}
+	for _, n := range all {
+		c.SetRing(n, all...)
+	}
+	c.Net.Delay("n0", "n3", 10*time.Second) // n0's fetch from n3 ends at its fetch timeout
+	res := c.Check("n0", limiter.Request{Key: ks[0], Limit: hourly, Cost: 1})[0]
+	if res.Allowed || res.Err != nil {
+		t.Errorf("%s, spent, while n3 does not answer: %+v, want denied", ks[0], res)
+	}
+	if got := c.Net.Calls("n0", "n3").Fetch; got != 0 {
+		t.Errorf("%d fetches reached n3, want none (it answers too late)", got)
 	}
 }
