@@ -179,7 +179,14 @@ func (l *Limiter) movedOn(ctx context.Context, v, nv *view, j *job, now int64) b
 	if mine {
 		return false
 	}
-	if err := l.passOnTo(ctx, nv.ring, owner, []uint64{j.hash}); err != nil {
+	// What the fetch brought is the key's count, not the check's: it goes
+	// on even if the check's caller has given up (a state put back here
+	// after this node's handoff would stay where the new owner does not
+	// look).
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnRetryNoDeadline)
+	err := l.passOnTo(pctx, nv.ring, owner, []uint64{j.hash})
+	cancel()
+	if err != nil {
 		l.fallback(nv, j, owner, err, now)
 		return true
 	}

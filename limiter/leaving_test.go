@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -225,5 +226,63 @@ func TestSpentKeyDeniedWhileAHolderIsSlow(t *testing.T) {
 	}
 	if got := c.Net.Calls("n0", "n3").Fetch; got != 0 {
 		t.Errorf("%d fetches reached n3, want none (it answers too late)", got)
+	}
+}
+
+// The state a fetch brought for a key that the ring moved meanwhile goes
+// to the key's new owner even if the check's caller has given up: it is
+// the key's count, not the check's. a has just joined and fetches a key
+// that b spent; meanwhile e joins and takes the key, a hands off (nothing
+// of the key yet) and acknowledges the partition to e, and the check's
+// context ends. Passing the state on under the check's context would fail
+// and leave it on a, where e will not look: e would count the key afresh.
+func TestKeyFetchedForACancelledCheckStillGoesToItsNewOwner(t *testing.T) {
+	r0 := []string{"b", "c", "d"}
+	r1 := []string{"a", "b", "c", "d"}
+	r2 := []string{"a", "b", "c", "d", "e"}
+	calc := limitertest.NewCluster(t, nil, "a", "b", "e")
+	calc.SetRing("a", r0...)
+	calc.SetRing("b", r1...)
+	calc.SetRing("e", r2...)
+	var ks []string
+	for i := 0; len(ks) == 0 && i < 100000; i++ {
+		k := fmt.Sprintf("f:%d", i)
+		req := limiter.Request{Key: k, Limit: hourly}
+		if calc.Owner("a", req) == "b" && calc.Owner("b", req) == "a" && calc.Owner("e", req) == "e" {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		t.Fatal("no key owned by b on three nodes, a on four and e on five")
+	}
+	k := ks[0]
+
+	c := limitertest.NewCluster(t, nil, r0...)
+	spend(t, c, "b", []string{k}, hourly, 60)
+	c.Add("a")
+	for _, n := range r1 {
+		c.SetRing(n, r1...) // b does not hand off: a fetches the key
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.Net.AfterFetch("a", "b", func() {
+		c.Add("e")
+		for _, n := range r2 {
+			c.SetRing(n, r2...)
+		}
+		if _, err := c.HandOff("a"); err != nil {
+			t.Errorf("a: HandOff: %v", err)
+		}
+		cancel() // the caller gives up
+	})
+	if _, err := c.Node("a").Check(ctx, []limiter.Request{{Key: k, Limit: hourly, Cost: 1}}, nil); err != nil {
+		t.Logf("the check whose caller gave up: %v", err)
+	}
+	if got := c.Net.Calls("a", "b").Fetch; got == 0 {
+		t.Fatal("a never fetched the key from b")
+	}
+	res := c.Check("c", limiter.Request{Key: k, Limit: hourly})[0]
+	if res.Owner != "e" || res.Remaining > 40 {
+		t.Errorf("%s once e owns it: %+v, want e with at most 40 left (60 spent)", k, res)
 	}
 }
