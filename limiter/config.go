@@ -136,6 +136,7 @@ func New(cfg Config) (*Limiter, error) {
 		}
 	}
 	l.grants = grant.NewHolder(cfg.Grants)
+	l.credits = newCredits()
 	l.ledger.max = 4 * l.grants.Config().MaxKeys
 	l.reports.max = cfg.ReportKeys
 	if l.reports.max == 0 {

@@ -129,8 +129,13 @@ func (l *Limiter) checkWithReturns(ctx context.Context, hops int, items []Forwar
 	if len(checks) > 0 {
 		l.decide(ctx, v, hops+1, hops >= 1, checks, now)
 	}
+	for k := range credits {
+		j := &credits[k]
+		j.granted = j.cost // credited in the background, as redeemed
+		j.res.Result = bucket.Result{Allowed: true, Limit: j.limit.Capacity()}
+	}
 	if len(credits) > 0 {
-		l.credit(ctx, credits)
+		l.creditLater(ctx, credits)
 	}
 	for k, i := range checkIdx {
 		jobs[i] = checks[k]
@@ -146,16 +151,23 @@ func (l *Limiter) checkWithReturns(ctx context.Context, hops int, items []Forwar
 // to end, so that it never races the key's state on its way to the owner
 // (a state pushed after the credit would undo it). A credit the owner
 // refused (say, its partition still waits for a node that has not seen
-// it join), or that certainly did not leave, is tried again until ctx
-// ends; one that may have been applied is not.
+// it join), or that certainly did not leave, is tried again, after a
+// growing wait, until ctx ends (returnTimeout when ctx has no deadline);
+// one that may have been applied is not.
 func (l *Limiter) credit(ctx context.Context, jobs []job) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.returnTimeout())
+		defer cancel()
+	}
 	l.handoffMu.Lock()
 	defer l.handoffMu.Unlock()
 	todo := make([]int, len(jobs))
 	for i := range todo {
 		todo[i] = i
 	}
-	for attempt := 0; ; attempt++ {
+	wait := creditRetryMin
+	for {
 		batch := make([]job, len(todo))
 		for k, i := range todo {
 			batch[k] = jobs[i]
@@ -169,35 +181,52 @@ func (l *Limiter) credit(ctx context.Context, jobs []job) {
 				again = append(again, i)
 			}
 		}
-		if len(again) == 0 || attempt >= 20 {
+		if len(again) == 0 {
 			return
 		}
-		t := time.NewTimer(25 * time.Millisecond)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
+		wait = min(2*wait, creditRetryMax)
 		todo = again
 	}
+}
+
+// The bounds of the wait before a refused credit is tried again.
+const (
+	creditRetryMin = 25 * time.Millisecond
+	creditRetryMax = 250 * time.Millisecond
+)
+
+// returnTimeoutMin is the least time an issuer tries to credit a returned
+// grant for. It credits only after its own HandOff, on the key's new
+// owner, which refuses the issuer until its membership has seen it join:
+// a gossip round or more on a busy cluster. Nothing waits on the credit
+// (it runs in the background: credits.go).
+const returnTimeoutMin = 5 * time.Second
+
+// returnTimeout bounds the credit of a returned grant.
+func (l *Limiter) returnTimeout() time.Duration {
+	return max(4*l.fetchTimeout, returnTimeoutMin)
 }
 
 // returnGrant gives n unspent tokens of grant id of hash back to its
 // issuer.
 func (l *Limiter) returnGrant(ctx context.Context, hash uint64, lim bucket.Limit, issuer string, id uint64, n int64) (int64, error) {
-	// The issuer may wait for its own HandOff, and retries a credit the
-	// owner is not ready for: more time than a fetch.
+	// The issuer answers once it has redeemed the return (it credits the
+	// owner in the background: credits.go).
 	rctx, cancel := context.WithTimeout(ctx, 4*l.fetchTimeout)
 	defer cancel()
 	if issuer == l.name {
-		var res Result
-		jobs := []job{{hash: hash, limit: lim, credit: true, cost: l.ledger.redeem(id, hash, n, l.clock().UnixNano()), res: &res}}
-		if jobs[0].cost == 0 {
-			return 0, nil
+		jobs := []job{{hash: hash, limit: lim, credit: true, cost: l.ledger.redeem(id, hash, n, l.clock().UnixNano())}}
+		if jobs[0].cost > 0 {
+			l.creditLater(rctx, jobs)
 		}
-		l.credit(rctx, jobs)
-		return jobs[0].granted, res.Err
+		return jobs[0].cost, nil
 	}
 	to, ok := l.member(issuer)
 	if !ok || l.peers == nil {

@@ -14,8 +14,8 @@ import (
 // grantCluster builds n0 and n1 with a policy "hot" (100 an hour, grants
 // always, grants of 25: capacity/(2 × nodes)) and a started n2 that has
 // not joined, and returns a key that n0 owns now and n2 owns once it
-// joins.
-func grantCluster(t *testing.T) (*limitertest.Cluster, limiter.Request) {
+// joins. configure, if given, changes every node's config further.
+func grantCluster(t *testing.T, configure ...func(*limiter.Config)) (*limitertest.Cluster, limiter.Request) {
 	t.Helper()
 	set, err := policy.NewSet(false, policy.Policy{Name: "hot", Limit: hourly, Grants: policy.GrantAlways})
 	if err != nil {
@@ -24,6 +24,9 @@ func grantCluster(t *testing.T) (*limitertest.Cluster, limiter.Request) {
 	c := limitertest.NewCluster(t, func(cfg *limiter.Config) {
 		cfg.Policies = set
 		cfg.Grants.Refill = time.Hour // every grant is the most a node may hold
+		for _, f := range configure {
+			f(cfg)
+		}
 	}, "n0", "n1")
 	c.Add("n2")
 	c.SetRing("n2", "n0", "n1", "n2")
@@ -121,6 +124,37 @@ func TestGrantReturns(t *testing.T) {
 				t.Fatalf("n1 grant stats %+v, want 15 returned, no failures", s)
 			}
 		})
+	}
+}
+
+// A return outlasts a credit that is slow to reach the key's new owner:
+// here the issuer's link to it takes longer than the return's deadline
+// (four fetch timeouts; in a cluster, a new owner refuses the issuer for
+// as long as it has not seen it join). The issuer answers the holder in
+// time and credits the owner in the background: the count stays exact.
+func TestGrantReturnWaitsForASlowCredit(t *testing.T) {
+	const fetch = 20 * time.Millisecond
+	c, req := grantCluster(t, func(cfg *limiter.Config) { cfg.FetchTimeout = fetch })
+	use60(t, c, req)
+	for _, n := range []string{"n0", "n1", "n2"} {
+		c.SetRing(n, "n0", "n1", "n2")
+	}
+	c.Net.Delay("n0", "n2", 10*fetch) // the issuer's credit to the new owner
+	if _, err := c.HandOff("n1"); err != nil {
+		t.Fatalf("holder n1: HandOff: %v", err)
+	}
+	if s := c.Node("n1").GrantStats(); s.Returned != 15 || s.ReturnFailures != 0 {
+		t.Fatalf("n1 grant stats %+v, want 15 returned, no failures", s)
+	}
+	c.Node("n0").WaitCredits(context.Background()) // the issuer's credit, in the background
+	c.Net.Heal()
+	for _, n := range []string{"n2", "n0"} {
+		if _, err := c.HandOff(n); err != nil {
+			t.Fatalf("%s: HandOff: %v", n, err)
+		}
+	}
+	if got := remaining(t, c, "n2", req); got != 40 {
+		t.Fatalf("owner n2: %d remaining, want 40 (60 used of 100)", got)
 	}
 }
 

@@ -49,14 +49,18 @@ type Limiter struct {
 	adopting     sync.RWMutex // AcceptHandoff with states (read) against HandOff's acknowledgements (write)
 	grants       *grant.Holder
 	ledger       grantLedger // the grants this node issued (see grantreturn.go)
+	credits      *credits    // credits of returned grants, applied in the background (credits.go)
 	reports      reports     // fallback admissions to report (see reconcile.go)
 	repl         replication // copies of states for heirs (see replicate.go)
 	metrics      *metrics
 }
 
-// Close stops the limiter's background work (grant refills) and waits
-// for it.
-func (l *Limiter) Close() { l.grants.Close() }
+// Close stops the limiter's background work (grant refills, credits of
+// returned grants) and waits for it.
+func (l *Limiter) Close() {
+	l.credits.close()
+	l.grants.Close()
+}
 
 // Name returns this node's name.
 func (l *Limiter) Name() string { return l.name }

@@ -72,6 +72,7 @@ func (n *Node) shutdown() error {
 		<-done
 		errs = append(errs, errors.New("node: grpc drain timed out; remaining calls were cut"))
 	}
+	n.limiter.WaitCredits(ctx) // returns taken while leaving, credited to the new owners
 	n.limiter.Close()
 	errs = append(errs, n.cluster.Shutdown(), n.peers.Close())
 	n.log.Info("stopped")
