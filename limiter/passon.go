@@ -94,8 +94,8 @@ const (
 // would otherwise say this node holds nothing of them.
 func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, keys []uint64) error {
 	now := l.clock().UnixNano()
-	states := l.extractTravelling(now, keys)
-	defer l.transit.done(states)
+	states, travel := l.extractTravelling(now, keys)
+	defer l.transit.done(travel)
 	if len(states) == 0 {
 		return nil
 	}

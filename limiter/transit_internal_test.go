@@ -48,17 +48,56 @@ func TestTravellingStateIsNeverOutOfSight(t *testing.T) {
 		}
 	})
 	for i := 0; i < 20000; i++ {
-		entries := l.extractTravelling(now, []uint64{key})
+		entries, travel := l.extractTravelling(now, []uint64{key})
 		if len(entries) != 1 {
 			t.Fatalf("round %d: extracted %d states, want 1", i, len(entries))
 		}
 		l.putBack(entries) // as a failed push does
-		l.transit.done(entries)
+		l.transit.done(travel)
 		rounds.Add(1)
 	}
 	close(stop)
 	wg.Wait()
 	if n := missed.Load(); n > 0 {
 		t.Fatalf("the state was out of sight in %d of %d looks", n, looks.Load())
+	}
+}
+
+// Two pushes of one key may overlap: a handoff takes the state out, a
+// fetch brings another back meanwhile, and a pass-on sends that one too.
+// The first push to return leaves the other's state in sight, so a fetch
+// then still finds it (the fault test's graceful restarts: a restarted
+// node fetched a key 1ms after the first push returned, found nothing
+// anywhere while the second was in flight, and counted it afresh).
+func TestOverlappingPushesKeepEachOthersStates(t *testing.T) {
+	l, err := New(Config{NodeName: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lim := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 100, Period: time.Hour}
+	now := time.Now().UnixNano()
+	const key = 42
+	take := func(cost int64) {
+		t.Helper()
+		if _, err := l.store.Take(key, lim, now, cost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take(60)
+	first, p1 := l.extractTravelling(now, []uint64{key})
+	take(30) // the state a fetch brought back, say
+	second, p2 := l.extractTravelling(now, []uint64{key})
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("extracted %d and %d states, want 1 and 1", len(first), len(second))
+	}
+	l.transit.done(p1)
+	got := l.transit.appendMissing([]uint64{key}, nil)
+	if len(got) != 1 || got[0].Token != second[0].Token {
+		t.Fatalf("after the first push returned: travelling %+v, want the second push's state %+v", got, second)
+	}
+	l.transit.done(p2)
+	if l.transit.has(key) {
+		t.Fatal("after both pushes returned: still travelling")
 	}
 }
