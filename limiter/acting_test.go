@@ -182,6 +182,22 @@ func TestHeirActsOnWhatItIsHandingBack(t *testing.T) {
 	}
 }
 
+// An heir refuses a key it holds a copy of to a node it has not seen join
+// (a new node, or one restarted after its departure was forgotten), as it
+// refuses a state in its store: answered empty, that node would count the
+// key afresh (the fault test's graceful restarts: the restarted node asked
+// every node for a key, the heir among them, and all answered empty).
+func TestHeirRefusesAStrangerTheKeyItHoldsACopyOf(t *testing.T) {
+	c, key, heir, _ := spentOnA(t, nil)
+	hash := identity.Inline(uint8(hourly.Algorithm), hourly.Period, key)
+	if got, _, err := c.Node(heir).FetchMoved(context.Background(), "d", []uint64{hash}); !errors.Is(err, limiter.ErrNotMember) {
+		t.Fatalf("d, unknown to the heir %s, fetching %s: %v, %v; want ErrNotMember", heir, key, got, err)
+	}
+	if got, _, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash}); err != nil || len(got) != 1 {
+		t.Fatalf("a fetching %s from its heir %s: %v, %v; want its copy", key, heir, got, err)
+	}
+}
+
 // An heir keeps its copy when another node fetches the key: the owner
 // asking the heir for a partition still pending on its ring takes the copy
 // (it merges into the state it holds), and the heir must still have it if

@@ -78,8 +78,8 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 //
 // Only a member of this node's ring (or one that left it less than the
 // pending TTL ago, as for every peer call) may take states: another caller
-// that asks for a key this node holds is refused with ErrNotMember and
-// nothing is removed (it has not seen the caller join yet, or the caller
+// that asks for a key this node holds (its state, or as an heir a copy:
+// see holds) is refused with ErrNotMember and nothing is removed (it has not seen the caller join yet, or the caller
 // is no node of the cluster); one that asks only for keys this node holds
 // nothing of gets an empty answer, as a member would, so that a newcomer
 // that these nodes have not seen yet need not wait for them.
@@ -87,7 +87,7 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	if !l.admits(from, members) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
-			if l.store.Has(now, h) || l.transit.has(h) {
+			if l.holds(now, h) {
 				return nil, nil, l.refuse("Fetch", from)
 			}
 		}
@@ -116,6 +116,17 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	}
 	entries = l.replicaOf(hashes, entries)
 	return entries, ownerHints(v, l.name, from, hashes, entries), nil
+}
+
+// holds reports whether this node holds anything of hash: its state (in
+// the store or travelling), or, as an heir, a copy or what it admitted
+// acting for the owner. A caller this node does not know is refused such
+// a key (FetchMoved): answered empty, it would count the key afresh.
+func (l *Limiter) holds(now int64, hash uint64) bool {
+	if l.store.Has(now, hash) || l.transit.has(hash) {
+		return true
+	}
+	return l.repl.copies != nil && (l.repl.copies.Has(now, hash) || l.repl.acting.Has(now, hash))
 }
 
 // ownerHints names, for each of hashes without a state in entries, its
@@ -315,8 +326,8 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 		// owner has them: a state handed back to this node while the
 		// call is in flight (the owner's ring has moved on and gives it
 		// here again) then lands in the store and stays.
-		entries := l.extractTravelling(l.clock().UnixNano(), keys)
-		defer l.transit.done(entries)
+		entries, travel := l.extractTravelling(l.clock().UnixNano(), keys)
+		defer l.transit.done(travel)
 		if len(entries) == 0 {
 			return
 		}
