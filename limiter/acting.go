@@ -88,11 +88,29 @@ func (l *Limiter) heirFor(ctx context.Context, v *view, hops int, j *job, owner 
 		j.upTo || j.credit || j.report || j.limit.Algorithm == bucket.Concurrency {
 		return ring.Member{}, false
 	}
+	if l.gaveAway(v, j.hash) {
+		return ring.Member{Name: l.name}, true
+	}
 	h, ok := v.heirs.Heir(j.hash, 0)
 	if !ok || h.Name == owner.Name {
 		return ring.Member{}, false
 	}
 	return h, true
+}
+
+// gaveAway reports whether this node owns hash on v but gave its state to
+// a node that fetched it (FetchMoved): for that node this node is the
+// key's heir, on the copy it kept (keepGivenAsCopies), whatever the ring
+// says of the key's heirs.
+func (l *Limiter) gaveAway(v *view, hash uint64) bool {
+	if v == nil || v.ring == nil || l.repl.copies == nil {
+		return false
+	}
+	if _, mine := v.owner(l.name, hash); !mine {
+		return false
+	}
+	_, moved := l.moved.get(hash)
+	return moved
 }
 
 // isHeir reports whether this node is the first heir of j's key on v and
@@ -102,7 +120,7 @@ func (l *Limiter) isHeir(v *view, j *job) bool {
 		j.limit.Algorithm == bucket.Concurrency {
 		return false
 	}
-	return l.firstHeir(v, j.hash)
+	return l.firstHeir(v, j.hash) || l.gaveAway(v, j.hash)
 }
 
 // firstHeir reports whether this node is the first heir of hash on v.

@@ -198,6 +198,26 @@ func TestHeirRefusesAStrangerTheKeyItHoldsACopyOf(t *testing.T) {
 	}
 }
 
+// A key's owner that gives its state to a node fetching it keeps a copy,
+// as an heir does: if that node cannot be reached next, the owner acts
+// for it on the copy, not from nothing. The fault test's graceful leave
+// at 32 of 30: the heir, owner once the leaving node was gone from its
+// ring, gave the key to that node (still fetching on its old ring), then
+// acted for it from nothing until the node's handoff brought it back.
+func TestOwnerKeepsACopyOfWhatItGivesAFetcher(t *testing.T) {
+	c, key, heir, other := spentOnA(t, nil)
+	c.SetRing(heir, heir, other) // a leaves: the heir owns the key, on its copy
+	hash := identity.Inline(uint8(hourly.Algorithm), hourly.Period, key)
+	got, _, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("a, leaving, fetching %s from %s: %v, %v; want its state", key, heir, got, err)
+	}
+	c.Net.Isolate("a") // a stops with the key; its handoff is not here yet
+	if n := admitted(c, heir, key, 50); n != 40 {
+		t.Errorf("admitted %d through %s after a took the key, want 40", n, heir)
+	}
+}
+
 // An heir keeps its copy when another node fetches the key: the owner
 // asking the heir for a partition still pending on its ring takes the copy
 // (it merges into the state it holds), and the heir must still have it if

@@ -99,9 +99,11 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	if !ok {
 		to, _ = l.departed.get(from, time.Now()) // checkPeer found it there
 	}
+	var mine []uint64
 	for _, h := range hashes {
-		if _, mine := v.owner(l.name, h); mine {
+		if _, ok := v.owner(l.name, h); ok {
 			l.moved.add(h, to)
+			mine = append(mine, h)
 		}
 	}
 	// A state on its way to its owner is given as a copy: the push
@@ -114,8 +116,27 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 		// (extractTravelling moves them the other way in the other order).
 		entries = append(entries, l.store.Extract(l.clock().UnixNano(), missingFrom(hashes, entries))...)
 	}
+	l.keepGivenAsCopies(mine, entries)
 	entries = l.replicaOf(hashes, entries)
 	return entries, ownerHints(v, l.name, from, hashes, entries), nil
+}
+
+// keepGivenAsCopies keeps, as an heir keeps its copies, the states among
+// entries of keys (this node owns them by its ring) that FetchMoved gives
+// away: their checks go to the fetching node now, and should it be
+// unreachable next (it was leaving, say), this node acts for it on the
+// copy rather than from nothing (acting.go). A stale copy merges as the
+// older state wherever it goes.
+func (l *Limiter) keepGivenAsCopies(keys []uint64, entries []store.Entry) {
+	if l.repl.copies == nil || len(keys) == 0 {
+		return
+	}
+	now := l.clock().UnixNano()
+	for _, e := range entries {
+		if slices.Contains(keys, e.Key) {
+			_ = l.repl.copies.Replace(e, now) // a full copy store keeps its older copies
+		}
+	}
 }
 
 // holds reports whether this node holds anything of hash: its state (in
