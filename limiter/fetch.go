@@ -20,7 +20,9 @@ import (
 //     here by a node whose ring disagrees, and its hops are spent) and the
 //     key has no state here: from the owner on this ring first, then from
 //     every other member but unreachable (an owner that could not be
-//     reached).
+//     reached); except on a node that has left its own ring (it is
+//     leaving), which fetches nothing back and returns the owner and
+//     ErrStateElsewhere.
 //
 // Concurrent checks of one key share one fetch.
 //
@@ -34,6 +36,12 @@ func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreacha
 		return ring.Member{}, nil
 	}
 	if owner, mine := l.route(v, hash); !mine {
+		if l.outOfRing(v) && !l.store.Has(l.clock().UnixNano(), hash) {
+			// Leaving, its handoff done or under way: a state fetched
+			// back from the owner would leave with this node, and the
+			// owner count the key afresh (see leavingForwards).
+			return owner, ErrStateElsewhere
+		}
 		return l.awaitStray(ctx, v, hash, owner, unreachable)
 	}
 	if v.pending == nil {

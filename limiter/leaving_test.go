@@ -286,3 +286,33 @@ func TestKeyFetchedForACancelledCheckStillGoesToItsNewOwner(t *testing.T) {
 		t.Errorf("%s once e owns it: %+v, want e with at most 40 left (60 spent)", k, res)
 	}
 }
+
+// A leaving node made to decide a check for a key it does not own (its
+// hop budget spent past leavingHops, say by a node whose ring still names
+// it) does not fetch the key's state from its owner to decide it: the
+// state would leave with it, and the owner count the key afresh. It
+// answers that the state is elsewhere, so the sender falls back. As the
+// fault test saw it in a graceful leave: the leaving node, its handoff
+// done, took a key back from its new owner, which then admitted 2 from
+// nothing.
+func TestLeavingNodeFetchesNothingBack(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	k := c.KeysOwnedBy("n1", "n1", "back", limiter.Request{Limit: hourly}, 1)[0]
+	spend(t, c, "n1", []string{k}, hourly, 60)
+	c.SetRing("n0", "n1", "n2") // n0 is leaving
+	hash := identity.Inline(uint8(hourly.Algorithm), hourly.Period, k)
+	out := make([]limiter.Answer, 1)
+	items := []limiter.Forwarded{{Hash: hash, Limit: hourly, Cost: 10}}
+	if err := c.Node("n0").CheckForwarded(context.Background(), "n2", 8, items, out); err != nil {
+		t.Fatalf("n0: CheckForwarded: %v", err)
+	}
+	if out[0].Allowed || !errors.Is(out[0].Err, limiter.ErrStateElsewhere) {
+		t.Errorf("n0, leaving, deciding %s for n2: %+v, want not allowed, ErrStateElsewhere", k, out[0])
+	}
+	if got := c.Net.Calls("n0", "n1").Fetch; got != 0 {
+		t.Errorf("n0, leaving, fetched %s from its owner n1 %d times, want 0", k, got)
+	}
+	if res := c.Check("n1", limiter.Request{Key: k, Limit: hourly, Cost: 10})[0]; !res.Allowed || res.Remaining != 30 {
+		t.Errorf("%s on its owner n1 after: %+v, want allowed with 30 left (70 of 100 used)", k, res)
+	}
+}
