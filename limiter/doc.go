@@ -89,8 +89,10 @@
 // A grant's unspent tokens go back to the bucket when the grant ends
 // early (grantreturn.go): the holder returns them to the grant's issuer,
 // which checks its ledger and credits the key's current owner, under
-// handoffMu so that a credit never races the key's state in a HandOff. A
-// return to an issuer that has gone (crashed, or left before the return
+// handoffMu so that a credit never races the key's state in a HandOff.
+// The issuer answers the holder within a fetch timeout and goes on with a
+// slower credit in the background (credits.go), since the new owner may
+// not know the issuer yet. A return to an issuer that has gone (crashed, or left before the return
 // arrived) fails and the tokens lapse, as before. What a node admits in
 // fallback is reported to the key's owner once it answers (reconcile.go).
 //
