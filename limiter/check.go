@@ -254,6 +254,7 @@ func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring
 // then answered it by the failure mode), so counting it would count it
 // twice, or spend grant tokens no one holds.
 func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
+	_, routedMine := l.route(v, j.hash)
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
 		var unseen *unseenOwnerError
 		if errors.As(err, &unseen) && j.hops == 0 {
@@ -308,6 +309,16 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 		}
 		v = nv
 		st.RLock()
+	}
+	if _, mine := l.route(v, j.hash); routedMine && !mine && !j.acting {
+		// Fetched away since it was routed (FetchMoved marks it moved
+		// under the stripe's write lock): the fetcher has the state.
+		st.RUnlock()
+		again := []job{*j}
+		again[0].owner = ring.Member{}
+		l.decide(ctx, v, j.hops, false, again, now)
+		j.granted, j.grantID, j.issuer, j.maybeApplied = again[0].granted, again[0].grantID, again[0].issuer, again[0].maybeApplied
+		return
 	}
 	l.take(ctx, v, j, now)
 	st.RUnlock()

@@ -34,6 +34,28 @@ func (d *deciding) lockAll() {
 	}
 }
 
+// lockKeys takes the write locks of the stripes of hashes, in stripe
+// order (as lockAll does, so the two never deadlock), and returns their
+// release.
+func (d *deciding) lockKeys(hashes []uint64) func() {
+	var held [decidingStripes]bool
+	for _, h := range hashes {
+		held[h%decidingStripes] = true
+	}
+	for i := range d.stripes {
+		if held[i] {
+			d.stripes[i].Lock()
+		}
+	}
+	return func() {
+		for i := range d.stripes {
+			if held[i] {
+				d.stripes[i].Unlock()
+			}
+		}
+	}
+}
+
 // unlockAll releases what lockAll took.
 func (d *deciding) unlockAll() {
 	for i := range d.stripes {

@@ -102,9 +102,17 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	var mine []uint64
 	for _, h := range hashes {
 		if _, ok := v.owner(l.name, h); ok {
-			l.moved.add(h, to)
 			mine = append(mine, h)
 		}
+	}
+	// A decision on one of mine that routed before it was marked moved
+	// takes before the state leaves, or sees the mark and goes to from
+	// (applyLocal): the mark and the extraction are under the keys'
+	// stripes.
+	unlock := l.deciding.lockKeys(mine)
+	defer unlock()
+	for _, h := range mine {
+		l.moved.add(h, to)
 	}
 	// A state on its way to its owner is given as a copy: the push
 	// merges into it as the same state (see transit).

@@ -316,3 +316,38 @@ func TestLeavingNodeFetchesNothingBack(t *testing.T) {
 		t.Errorf("%s on its owner n1 after: %+v, want allowed with 30 left (70 of 100 used)", k, res)
 	}
 }
+
+// A key fetched away between its route and its take is decided by the
+// node that fetched it, not counted afresh here on an empty store. n0 owns
+// the key by its ring and has spent 60; n1, whose ring gives it the key (a
+// node joined that n0 has not seen yet), fetches it and spends 10 while a
+// check on n0 is between its route and its take.
+func TestKeyFetchedAwayBeforeItsTakeIsDecidedByTheFetcher(t *testing.T) {
+	calc := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	calc.SetRing("n0", "n0", "n1")
+	ks := keysOwnedOnRings(t, calc, "n0", "n1") // by n0 and n1, and by all three
+
+	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	c.SetRing("n0", "n0", "n1")
+	c.SetRing("n1", "n0", "n1")
+	spend(t, c, "n0", ks[:1], hourly, 60)
+	c.SetRing("n1", "n0", "n1", "n2")
+	n0 := c.Node("n0")
+	var once sync.Once
+	limiter.SetBeforeTake(func(l *limiter.Limiter) {
+		if l != n0 {
+			return
+		}
+		once.Do(func() {
+			res := c.Check("n1", limiter.Request{Key: ks[0], Limit: hourly, Cost: 10})[0]
+			if !res.Allowed || res.Remaining != 30 || res.Owner != "n1" {
+				t.Errorf("%s through n1, fetching it from n0: %+v, want allowed by n1 with 30 left", ks[0], res)
+			}
+		})
+	})
+	defer limiter.SetBeforeTake(nil)
+	res := c.Check("n0", limiter.Request{Key: ks[0], Limit: hourly, Cost: 10})[0]
+	if !res.Allowed || res.Remaining != 20 || res.Owner != "n1" {
+		t.Errorf("%s through n0 while n1 fetched it: %+v, want allowed by n1 with 20 left", ks[0], res)
+	}
+}
