@@ -112,8 +112,11 @@ type job struct {
 	// maybeApplied marks a credit or report whose owner did not answer
 	// after the call may have reached it: it is never sent again.
 	maybeApplied bool
-	owner        ring.Member
-	res          *Result
+	// routedMine marks a job that decide routed to this node as the
+	// key's owner (not one decided here only because its hops are spent).
+	routedMine bool
+	owner      ring.Member
+	res        *Result
 }
 
 // route returns the node that should decide hash, and whether it is this
@@ -141,7 +144,7 @@ func (l *Limiter) decide(ctx context.Context, v *view, hops int, forceLocal bool
 		j := &jobs[i]
 		owner, mine := l.route(v, j.hash)
 		if mine || forceLocal || l.peers == nil {
-			j.hops = hops
+			j.hops, j.routedMine = hops, mine
 			l.applyLocal(ctx, v, j, now)
 			continue
 		}
@@ -254,7 +257,6 @@ func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring
 // then answered it by the failure mode), so counting it would count it
 // twice, or spend grant tokens no one holds.
 func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
-	_, routedMine := l.route(v, j.hash)
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
 		var unseen *unseenOwnerError
 		if errors.As(err, &unseen) && j.hops == 0 {
@@ -310,7 +312,7 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 		v = nv
 		st.RLock()
 	}
-	if _, mine := l.route(v, j.hash); routedMine && !mine && !j.acting {
+	if j.routedMine && !j.acting && l.moved.n.Load() > 0 && l.fetchedAway(v, j.hash) {
 		// Fetched away since it was routed (FetchMoved marks it moved
 		// under the stripe's write lock): the fetcher has the state.
 		st.RUnlock()
@@ -322,6 +324,14 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 	}
 	l.take(ctx, v, j, now)
 	st.RUnlock()
+}
+
+// fetchedAway reports whether hash, routed to this node on v, now routes
+// elsewhere: a node fetched it meanwhile (FetchMoved). The caller holds
+// hash's stripe.
+func (l *Limiter) fetchedAway(v *view, hash uint64) bool {
+	_, mine := l.route(v, hash)
+	return !mine
 }
 
 // take decides j on this node's store, on view v (applyLocal).

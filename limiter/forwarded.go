@@ -79,10 +79,11 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // Only a member of this node's ring (or one that left it less than the
 // pending TTL ago, as for every peer call) may take states: another caller
 // that asks for a key this node holds (its state, or as an heir a copy:
-// see holds) is refused with ErrNotMember and nothing is removed (it has not seen the caller join yet, or the caller
-// is no node of the cluster); one that asks only for keys this node holds
-// nothing of gets an empty answer, as a member would, so that a newcomer
-// that these nodes have not seen yet need not wait for them.
+// see holds) is refused with ErrNotMember and nothing is removed (it has
+// not seen the caller join yet, or the caller is no node of the cluster);
+// one that asks only for keys this node holds nothing of gets an empty
+// answer, as a member would, so that a newcomer that these nodes have not
+// seen yet need not wait for them.
 func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
 	if !l.admits(from, members) {
 		now := l.clock().UnixNano()
