@@ -100,7 +100,7 @@ func (l *Limiter) heirFor(ctx context.Context, v *view, hops int, j *job, owner 
 
 // gaveAway reports whether this node owns hash on v but gave its state to
 // a node that fetched it (FetchMoved): for that node this node is the
-// key's heir, on the copy it kept (keepGivenAsCopies), whatever the ring
+// key's heir, on the state it kept (keepGivenAsCopies), whatever the ring
 // says of the key's heirs.
 func (l *Limiter) gaveAway(v *view, hash uint64) bool {
 	if v == nil || v.ring == nil || l.repl.copies == nil {

@@ -130,20 +130,21 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	return entries, ownerHints(v, l.name, from, hashes, entries), nil
 }
 
-// keepGivenAsCopies keeps, as an heir keeps its copies, the states among
-// entries of keys (this node owns them by its ring) that FetchMoved gives
-// away: their checks go to the fetching node now, and should it be
-// unreachable next (it was leaving, say), this node acts for it on the
-// copy rather than from nothing (acting.go). A stale copy merges as the
-// older state wherever it goes.
+// keepGivenAsCopies keeps the states among entries of keys (this node
+// owns them by its ring) that FetchMoved gives away, with what this node
+// would act on for their owner: their checks go to the fetching node now,
+// and should it be unreachable next (it was leaving, say), this node acts
+// for it on them rather than from nothing (acting.go). They are not
+// copies to give: a later fetch gets nothing of them. A stale one merges
+// as the older state wherever it goes.
 func (l *Limiter) keepGivenAsCopies(keys []uint64, entries []store.Entry) {
-	if l.repl.copies == nil || len(keys) == 0 {
+	if l.repl.acting == nil || len(keys) == 0 {
 		return
 	}
 	now := l.clock().UnixNano()
 	for _, e := range entries {
 		if slices.Contains(keys, e.Key) {
-			_ = l.repl.copies.Replace(e, now) // a full copy store keeps its older copies
+			_ = l.repl.acting.Import(e, now) // an invalid state was refused when it came
 		}
 	}
 }
