@@ -152,14 +152,9 @@ func (l *Limiter) checkWithReturns(ctx context.Context, hops int, items []Forwar
 // (a state pushed after the credit would undo it). A credit the owner
 // refused (say, its partition still waits for a node that has not seen
 // it join), or that certainly did not leave, is tried again, after a
-// growing wait, until ctx ends (returnTimeout when ctx has no deadline);
+// growing wait, until ctx ends (creditLater bounds it by returnTimeout);
 // one that may have been applied is not.
 func (l *Limiter) credit(ctx context.Context, jobs []job) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.returnTimeout())
-		defer cancel()
-	}
 	l.handoffMu.Lock()
 	defer l.handoffMu.Unlock()
 	todo := make([]int, len(jobs))
