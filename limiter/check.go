@@ -175,20 +175,10 @@ func (l *Limiter) movedOn(ctx context.Context, v, nv *view, j *job, now int64) b
 	if j.credit || j.report || j.acting {
 		return false
 	}
-	if _, was := l.route(v, j.hash); !was {
+	owner, gone, err := l.passOnMoved(ctx, v, nv, j.hash)
+	if !gone {
 		return false
 	}
-	owner, mine := l.route(nv, j.hash)
-	if mine {
-		return false
-	}
-	// What the fetch brought is the key's count, not the check's: it goes
-	// on even if the check's caller has given up (a state put back here
-	// after this node's handoff would stay where the new owner does not
-	// look).
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnRetryNoDeadline)
-	err := l.passOnTo(pctx, nv.ring, owner, []uint64{j.hash})
-	cancel()
 	if err != nil {
 		l.fallback(nv, j, owner, err, now)
 		return true
@@ -198,6 +188,25 @@ func (l *Limiter) movedOn(ctx context.Context, v, nv *view, j *job, now int64) b
 	l.decide(ctx, nv, j.hops, false, moved, now)
 	j.granted, j.grantID, j.issuer, j.maybeApplied = moved[0].granted, moved[0].grantID, moved[0].issuer, moved[0].maybeApplied
 	return true
+}
+
+// passOnMoved passes on to hash's owner on nv what this node holds of it,
+// if this node owned it on v and nv moved it elsewhere (see movedOn), and
+// reports that owner, whether the key moved, and the pass-on's error.
+func (l *Limiter) passOnMoved(ctx context.Context, v, nv *view, hash uint64) (ring.Member, bool, error) {
+	if _, was := l.route(v, hash); !was {
+		return ring.Member{}, false, nil
+	}
+	owner, mine := l.route(nv, hash)
+	if mine {
+		return ring.Member{}, false, nil
+	}
+	// What the fetch brought is the key's count, not the caller's: it goes
+	// on even if the caller has given up (a state put back here after this
+	// node's handoff would stay where the new owner does not look).
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnRetryNoDeadline)
+	defer cancel()
+	return owner, true, l.passOnTo(pctx, nv.ring, owner, []uint64{hash})
 }
 
 // leavingHops bounds the hops of an item that leaving nodes send on (see

@@ -55,15 +55,30 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 
 // acquire takes a lease here or on the owner and names who answered.
 func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, ttl time.Duration) (Answer, store.LeaseID, string) {
+	forceLocal = forceLocal && !l.leavingForwards(v, hops)
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
-		_, _ = l.awaitState(ctx, v, it.Hash, "")
-		id, res, err := l.store.AcquireFor(it.Hash, it.Limit, l.clock().UnixNano(), it.Cost, ttl, it.Holder)
-		return Answer{Result: res, Err: err}, id, l.name
+		var id store.LeaseID
+		a, name, nv := l.leaseLocal(ctx, v, mine, it, func(now int64) (bucket.Result, error) {
+			var res bucket.Result
+			var err error
+			id, res, err = l.store.AcquireFor(it.Hash, it.Limit, now, it.Cost, ttl, it.Holder)
+			return res, err
+		})
+		if nv != nil {
+			return l.acquire(ctx, nv, hops, forceLocal, it, ttl)
+		}
+		return a, id, name
 	}
 	a, id, err := l.peers.Acquire(ctx, owner, hops, it, ttl)
 	if err != nil {
 		if hops > 0 && ctx.Err() == nil {
+			if l.outOfRing(v) {
+				// Leaving: the sender falls back rather than this node
+				// count the key afresh (see leavingForwards).
+				err = fmt.Errorf("%w (%w)", ErrStateElsewhere, err)
+				return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, store.LeaseID{}, owner.Name
+			}
 			return l.acquire(ctx, v, hops, true, it, ttl)
 		}
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, store.LeaseID{}, owner.Name
@@ -97,16 +112,66 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 
 // release returns a lease here or on the owner and names who answered.
 func (l *Limiter) release(ctx context.Context, v *view, hops int, forceLocal bool, it Forwarded, id store.LeaseID) (Answer, bool, string) {
+	forceLocal = forceLocal && !l.leavingForwards(v, hops)
 	owner, mine := l.route(v, it.Hash)
 	if mine || forceLocal || l.peers == nil {
-		_, _ = l.awaitState(ctx, v, it.Hash, "")
-		id.Holder = it.Holder
-		ok, res, err := l.store.Release(it.Hash, it.Limit, l.clock().UnixNano(), id)
-		return Answer{Result: res, Err: err}, ok, l.name
+		var ok bool
+		a, name, nv := l.leaseLocal(ctx, v, mine, it, func(now int64) (bucket.Result, error) {
+			var res bucket.Result
+			var err error
+			id.Holder = it.Holder
+			ok, res, err = l.store.Release(it.Hash, it.Limit, now, id)
+			return res, err
+		})
+		if nv != nil {
+			return l.release(ctx, nv, hops, forceLocal, it, id)
+		}
+		return a, ok, name
 	}
 	a, ok, err := l.peers.Release(ctx, owner, hops, it, id)
 	if err != nil {
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, false, owner.Name
 	}
 	return a, ok, owner.Name
+}
+
+// leaseLocal takes or returns a lease (apply) on this node's store, on
+// the same terms as a check decided here (applyLocal): once the key's
+// state is here (awaitState), under the key's stripe, on the view in
+// force, unless the key was fetched away meanwhile. If the state may be
+// on a node that will not give it (or this node is leaving and lacks it),
+// it applies nothing and answers ErrStateElsewhere, so that the caller
+// falls back to its local share rather than count the key afresh beside
+// that state. If the view changed, or the key was fetched away, it
+// applies nothing and returns the view to route again on (having passed
+// on to a new owner what a fetch brought here).
+func (l *Limiter) leaseLocal(ctx context.Context, v *view, routedMine bool, it Forwarded, apply func(now int64) (bucket.Result, error)) (Answer, string, *view) {
+	none := bucket.Result{Limit: it.Limit.Capacity()}
+	if holder, err := l.awaitState(ctx, v, it.Hash, ""); err != nil {
+		if !errors.Is(err, ErrStateElsewhere) {
+			err = fmt.Errorf("%w (%w)", ErrStateElsewhere, err)
+		}
+		return Answer{Result: none, Err: err}, holder.Name, nil
+	}
+	if beforeTake != nil {
+		beforeTake(l)
+	}
+	st := l.deciding.of(it.Hash)
+	st.RLock()
+	if nv := l.view.Load(); nv != v {
+		st.RUnlock()
+		if owner, _, err := l.passOnMoved(ctx, v, nv, it.Hash); err != nil {
+			return Answer{Result: none, Err: fmt.Errorf("%w (%w)", ErrStateElsewhere, err)}, owner.Name, nil
+		}
+		return Answer{}, "", nv
+	}
+	defer st.RUnlock()
+	if routedMine && l.moved.n.Load() > 0 && l.fetchedAway(v, it.Hash) {
+		return Answer{}, "", v
+	}
+	if err := ctx.Err(); err != nil {
+		return Answer{Result: none, Err: err}, l.name, nil
+	}
+	res, err := apply(l.clock().UnixNano())
+	return Answer{Result: res, Err: err}, l.name, nil
 }
