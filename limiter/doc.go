@@ -68,6 +68,12 @@
 //     TestLeavingNodeDecidesNothingForOthers), since a state it fetched
 //     would leave with it.
 //
+// Leases of concurrency limits follow the same rules (leaseLocal in
+// lease.go): sent on by a leaving node, taken under the key's stripe on
+// the view in force, and answered ErrStateElsewhere (the caller falls back
+// to its local share) where a check would fall back
+// (TestLeavingNodeTakesNoLeaseOnAKeyItLacks).
+//
 // Views that disagree (fetch.go, unseenOwnerError). A node asked for a
 // key it holds nothing of names the key's owner on its own ring when that
 // is neither the asker nor itself (OwnerHint). An asker whose ring lacks
