@@ -20,12 +20,22 @@ import (
 // them, so this node decides those keys itself until its ring changes or
 // the keys are fetched (from forgot this node's acknowledgements of them
 // when it pushed them, and HandOff acknowledges no partition of an
-// adopted key, so from fetches them if it comes to own them).
+// adopted key, so from fetches them if it comes to own them). This node's
+// copies of them (from's replicas: see replicate.go) are dropped: the
+// state handed here is newer, and a copy merged into it later (when this
+// node sees from leave, say) would undo what was credited since
+// (TestGrantCreditOutlivesTheHeirsCopy).
 func (l *Limiter) adopt(v *view, from string, entries []store.Entry) map[string][]uint64 {
 	if v == nil || v.ring == nil || l.peers == nil || len(entries) == 0 {
 		return nil
 	}
 	var groups map[string][]uint64
+	var adopted []uint64
+	defer func() {
+		if len(adopted) > 0 && l.repl.copies != nil {
+			l.repl.copies.Delete(adopted)
+		}
+	}()
 	for _, e := range entries {
 		to, mine := v.owner(l.name, e.Key)
 		if mine {
@@ -33,6 +43,7 @@ func (l *Limiter) adopt(v *view, from string, entries []store.Entry) map[string]
 		}
 		if to.Name == from {
 			l.adopted.add(e.Key)
+			adopted = append(adopted, e.Key)
 			continue
 		}
 		if !l.passing.claim(e.Key) {

@@ -259,6 +259,11 @@ func (l *Limiter) AcceptReplicas(ctx context.Context, from string, entries []sto
 	now := l.clock().UnixNano()
 	refused := 0
 	for _, e := range entries {
+		if l.adopted.has(e.Key) {
+			// Handed here by its owner, which has let go of it: a copy
+			// sent before that is older than the state here (see adopt).
+			continue
+		}
 		if err := r.copies.Replace(e, now); err != nil {
 			if errors.Is(err, store.ErrInvalidEntry) {
 				l.metrics.invalidStates.Inc()
