@@ -31,11 +31,6 @@ func (l *Limiter) adopt(v *view, from string, entries []store.Entry) map[string]
 	}
 	var groups map[string][]uint64
 	var adopted []uint64
-	defer func() {
-		if len(adopted) > 0 && l.repl.copies != nil {
-			l.repl.copies.Delete(adopted)
-		}
-	}()
 	for _, e := range entries {
 		to, mine := v.owner(l.name, e.Key)
 		if mine {
@@ -53,6 +48,9 @@ func (l *Limiter) adopt(v *view, from string, entries []store.Entry) map[string]
 			groups = map[string][]uint64{}
 		}
 		groups[to.Name] = append(groups[to.Name], e.Key)
+	}
+	if len(adopted) > 0 && l.repl.copies != nil {
+		l.repl.copies.Delete(adopted)
 	}
 	return groups
 }
