@@ -179,15 +179,23 @@ func (l *Limiter) credit(ctx context.Context, jobs []job) {
 		if len(again) == 0 {
 			return
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, wait) {
 			return
-		case <-t.C:
 		}
 		wait = min(2*wait, creditRetryMax)
 		todo = again
+	}
+}
+
+// sleepCtx waits for d, and reports false at once if ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -196,6 +204,10 @@ const (
 	creditRetryMin = 25 * time.Millisecond
 	creditRetryMax = 250 * time.Millisecond
 )
+
+// returnTries is how many calls a grant return to an issuer on the ring
+// makes, at most, while its deadline lasts.
+const returnTries = 3
 
 // returnTimeoutMin is the least time an issuer tries to credit a returned
 // grant for. It credits only after its own HandOff, on the key's new
@@ -229,6 +241,21 @@ func (l *Limiter) returnGrant(ctx context.Context, hash uint64, lim bucket.Limit
 	}
 	var ans [1]Answer
 	err := l.peers.Check(rctx, to, 0, []Forwarded{{Hash: hash, Limit: lim, Cost: n, Return: id}}, ans[:])
+	// A call to an issuer still on the ring that failed is sent again
+	// while the deadline lasts (a busy issuer may answer past one call's
+	// timeout): the issuer redeems a grant once, so a call that did arrive
+	// makes the next credit nothing. An issuer off the ring (dead, cut off,
+	// or gone) gets one call, so that a handoff after its loss is not held
+	// up by returns to it.
+	tries := 1
+	if v := l.view.Load(); v != nil && v.ring != nil {
+		if _, ok := v.ring.Member(issuer); ok {
+			tries = returnTries
+		}
+	}
+	for try := 1; err != nil && try < tries && sleepCtx(rctx, creditRetryMin<<try); try++ {
+		err = l.peers.Check(rctx, to, 0, []Forwarded{{Hash: hash, Limit: lim, Cost: n, Return: id}}, ans[:])
+	}
 	if err == nil {
 		err = ans[0].Err
 	}

@@ -158,6 +158,56 @@ func TestGrantReturnWaitsForASlowCredit(t *testing.T) {
 	}
 }
 
+// A return whose call fails is sent again while its deadline lasts: the
+// issuer redeems a grant once, so a second call cannot credit twice.
+func TestGrantReturnRetriedAfterAFailedCall(t *testing.T) {
+	c, req := grantCluster(t)
+	use60(t, c, req)
+	for _, n := range []string{"n0", "n1", "n2"} {
+		c.SetRing(n, "n0", "n1", "n2")
+	}
+	before := c.Net.Calls("n1", "n0").Check
+	c.Net.FailChecks("n1", "n0", 2) // the holder's return to the issuer
+	if _, err := c.HandOff("n1"); err != nil {
+		t.Fatalf("holder n1: HandOff: %v", err)
+	}
+	if s := c.Node("n1").GrantStats(); s.Returned != 15 || s.ReturnFailures != 0 {
+		t.Fatalf("n1 grant stats %+v, want 15 returned, no failures", s)
+	}
+	if got := c.Net.Calls("n1", "n0").Check - before; got != 1 {
+		t.Fatalf("%d returns reached the issuer, want 1 (the third try)", got)
+	}
+	c.Node("n0").WaitCredits(context.Background())
+	for _, n := range []string{"n2", "n0"} {
+		if _, err := c.HandOff(n); err != nil {
+			t.Fatalf("%s: HandOff: %v", n, err)
+		}
+	}
+	if got := remaining(t, c, "n2", req); got != 40 {
+		t.Fatalf("owner n2: %d remaining, want 40 (60 used of 100)", got)
+	}
+}
+
+// An issuer that has left the holder's ring gets one call: its loss is
+// what moved the key, and the holder's handoff waits for the returns.
+func TestGrantReturnToAnIssuerOffTheRingIsNotRetried(t *testing.T) {
+	c, req := grantCluster(t)
+	use60(t, c, req)
+	before := c.Net.Calls("n1", "n0").Check
+	c.Net.FailChecks("n1", "n0", 1)
+	c.SetRing("n1", "n1", "n2")
+	c.SetRing("n2", "n1", "n2")
+	if _, err := c.HandOff("n1"); err != nil {
+		t.Fatalf("holder n1: HandOff: %v", err)
+	}
+	if s := c.Node("n1").GrantStats(); s.Returned != 0 || s.ReturnFailures != 1 {
+		t.Fatalf("n1 grant stats %+v, want the one return failed", s)
+	}
+	if got := c.Net.Calls("n1", "n0").Check - before; got != 0 {
+		t.Fatalf("%d returns reached the issuer off the ring after its call failed, want 0", got)
+	}
+}
+
 // Without a return the unspent tokens lapse: a grant past its TTL gives
 // nothing back.
 func TestGrantReturnAfterTTL(t *testing.T) {

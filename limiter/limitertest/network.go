@@ -30,6 +30,7 @@ type Network struct {
 	drop     map[link]float64
 	delay    map[link]time.Duration
 	lose     map[link]func()
+	fails    map[link]int
 	hooks    map[hookKey]func()
 	isolated map[string]bool
 	rng      *rand.Rand
@@ -69,6 +70,7 @@ func NewNetwork(seed uint64) *Network {
 		drop:     map[link]float64{},
 		delay:    map[link]time.Duration{},
 		lose:     map[link]func(){},
+		fails:    map[link]int{},
 		hooks:    map[hookKey]func(){},
 		isolated: map[string]bool{},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
@@ -115,6 +117,15 @@ func (n *Network) Delay(from, to string, d time.Duration) {
 	n.mu.Unlock()
 }
 
+// FailChecks makes the next k Check calls from -> to fail as dropped
+// calls do: the target sees nothing. Later calls, and calls of other
+// methods, pass. Heal removes what is left of it.
+func (n *Network) FailChecks(from, to string, k int) {
+	n.mu.Lock()
+	n.fails[link{from, to}] = k
+	n.mu.Unlock()
+}
+
 // Cut stops every call between a and b, both ways.
 func (n *Network) Cut(a, b string) {
 	n.mu.Lock()
@@ -136,7 +147,7 @@ func (n *Network) Isolate(name string) {
 	n.mu.Unlock()
 }
 
-// Heal removes every fault: drops, delays, lost answers, handoff and fetch hooks,
+// Heal removes every fault: drops, delays, failures to come, lost answers, handoff and fetch hooks,
 // cuts and isolations. Detached nodes stay detached.
 func (n *Network) Heal() {
 	n.mu.Lock()
@@ -144,6 +155,7 @@ func (n *Network) Heal() {
 	clear(n.drop)
 	clear(n.delay)
 	clear(n.lose)
+	clear(n.fails)
 	clear(n.hooks)
 	clear(n.isolated)
 	n.mu.Unlock()
@@ -277,6 +289,9 @@ func (n *Network) deliver(ctx context.Context, from, to string, m method) (*limi
 		why = to + " is isolated"
 	case n.cut[link{from, to}]:
 		why = "link cut"
+	case m == mCheck && n.fails[link{from, to}] > 0:
+		n.fails[link{from, to}]--
+		why = "failed (FailChecks)"
 	}
 	if why == "" {
 		p := 0.0
