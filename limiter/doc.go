@@ -98,8 +98,11 @@
 // handoffMu so that a credit never races the key's state in a HandOff.
 // The issuer answers the holder within a fetch timeout and goes on with a
 // slower credit in the background (credits.go), since the new owner may
-// not know the issuer yet. A return to an issuer that has gone (crashed, or left before the return
-// arrived) fails and the tokens lapse, as before. What a node admits in
+// not know the issuer yet. A return whose call fails is sent again, up
+// to three calls, while the issuer is on the holder's ring (the issuer
+// redeems a grant once, so a repeat credits nothing). A return to an
+// issuer that has gone (crashed, or left before the return arrived) gets
+// one call; if it fails, the tokens lapse. What a node admits in
 // fallback is reported to the key's owner once it answers (reconcile.go).
 //
 // # Replication and the heir
