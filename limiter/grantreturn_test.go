@@ -136,10 +136,35 @@ func TestGrantReturnWaitsForASlowCredit(t *testing.T) {
 	const fetch = 20 * time.Millisecond
 	c, req := grantCluster(t, func(cfg *limiter.Config) { cfg.FetchTimeout = fetch })
 	use60(t, c, req)
+	returnOnMove(t, c, req, func() {
+		c.Net.Delay("n0", "n2", 10*fetch) // the issuer's credit to the new owner
+	})
+}
+
+// A return whose call fails is sent again while its deadline lasts: the
+// issuer redeems a grant once, so a second call cannot credit twice.
+func TestGrantReturnRetriedAfterAFailedCall(t *testing.T) {
+	c, req := grantCluster(t)
+	use60(t, c, req)
+	before := c.Net.Calls("n1", "n0").Check
+	returnOnMove(t, c, req, func() {
+		c.Net.FailChecks("n1", "n0", 2) // the holder's return to the issuer
+	})
+	if got := c.Net.Calls("n1", "n0").Check - before; got != 1 {
+		t.Fatalf("%d returns reached the issuer, want 1 (the third try)", got)
+	}
+}
+
+// returnOnMove moves use60's key from n0 to n2 on every ring, applies
+// fault, and has the holder n1 hand off: its 15 unspent tokens must be
+// returned without a failure, and once the issuer's credit is done and the
+// network healed, the key's new owner n2 must have 40 left.
+func returnOnMove(t *testing.T, c *limitertest.Cluster, req limiter.Request, fault func()) {
+	t.Helper()
 	for _, n := range []string{"n0", "n1", "n2"} {
 		c.SetRing(n, "n0", "n1", "n2")
 	}
-	c.Net.Delay("n0", "n2", 10*fetch) // the issuer's credit to the new owner
+	fault()
 	if _, err := c.HandOff("n1"); err != nil {
 		t.Fatalf("holder n1: HandOff: %v", err)
 	}
@@ -148,36 +173,6 @@ func TestGrantReturnWaitsForASlowCredit(t *testing.T) {
 	}
 	c.Node("n0").WaitCredits(context.Background()) // the issuer's credit, in the background
 	c.Net.Heal()
-	for _, n := range []string{"n2", "n0"} {
-		if _, err := c.HandOff(n); err != nil {
-			t.Fatalf("%s: HandOff: %v", n, err)
-		}
-	}
-	if got := remaining(t, c, "n2", req); got != 40 {
-		t.Fatalf("owner n2: %d remaining, want 40 (60 used of 100)", got)
-	}
-}
-
-// A return whose call fails is sent again while its deadline lasts: the
-// issuer redeems a grant once, so a second call cannot credit twice.
-func TestGrantReturnRetriedAfterAFailedCall(t *testing.T) {
-	c, req := grantCluster(t)
-	use60(t, c, req)
-	for _, n := range []string{"n0", "n1", "n2"} {
-		c.SetRing(n, "n0", "n1", "n2")
-	}
-	before := c.Net.Calls("n1", "n0").Check
-	c.Net.FailChecks("n1", "n0", 2) // the holder's return to the issuer
-	if _, err := c.HandOff("n1"); err != nil {
-		t.Fatalf("holder n1: HandOff: %v", err)
-	}
-	if s := c.Node("n1").GrantStats(); s.Returned != 15 || s.ReturnFailures != 0 {
-		t.Fatalf("n1 grant stats %+v, want 15 returned, no failures", s)
-	}
-	if got := c.Net.Calls("n1", "n0").Check - before; got != 1 {
-		t.Fatalf("%d returns reached the issuer, want 1 (the third try)", got)
-	}
-	c.Node("n0").WaitCredits(context.Background())
 	for _, n := range []string{"n2", "n0"} {
 		if _, err := c.HandOff(n); err != nil {
 			t.Fatalf("%s: HandOff: %v", n, err)
