@@ -20,14 +20,20 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sluice ./cmd/sluice
 
-## run: one node that is a whole cluster of one (gRPC :8081, HTTP :8080)
-run: build
+## run: one node that is a whole cluster of one (gRPC :8081, HTTP :8080); a first build
+## says so before it starts, since it downloads and compiles for a minute or two
+run:
+	@test -x $(BIN)/sluice || echo "make run: building bin/sluice first (a first build takes 1-2 minutes; later ones seconds)"
+	@$(MAKE) --no-print-directory build
 	./$(BIN)/sluice serve
 
-## test: every test, with the race detector, then each fuzz target briefly (fuzz-short)
+## test: every test, with the race detector, then each fuzz target briefly (fuzz-short). The
+## fuzz stage runs even when a test fails; make test then still fails, after it
 test:
-	$(GO) test $(TESTFLAGS) ./...
-	$(MAKE) --no-print-directory fuzz-short
+	@st=0; $(GO) test $(TESTFLAGS) ./... || st=1; \
+	$(MAKE) --no-print-directory fuzz-short || st=1; \
+	if [ $$st -ne 0 ]; then echo "make test: FAILED (the tests or the fuzz stage above)" >&2; fi; \
+	exit $$st
 
 ## nginx: Debian's nginx-light when nginx is missing, for the nginx recipe test of deploy/ (needs root)
 # Debian's package starts the system nginx on :80 once installed unless a
