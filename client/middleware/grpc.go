@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -51,8 +52,13 @@ type GRPCConfig struct {
 	// (FailOpen or FailClosed).
 	FailMode FailMode
 	// OnError, if set, is called with why Sluice could not decide a call,
-	// whatever FailMode did with it: log it there.
+	// whatever FailMode did with it. When nil, each such call is logged to
+	// Logger, at most one line a second per reason (the error's code and
+	// rule) with a count of those not logged: at ERROR for a rule Sluice
+	// rejected (ErrRuleRejected), else at WARN.
 	OnError func(ctx context.Context, fullMethod string, err error)
+	// Logger is where the default OnError logs; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // GRPC holds gRPC server interceptors that check each call against a set
@@ -61,6 +67,7 @@ type GRPC struct {
 	l       *limiter
 	keys    []GRPCKeyFunc
 	onError func(ctx context.Context, fullMethod string, err error)
+	errLog  *errorLog // the default onError
 }
 
 // NewGRPC returns the gRPC interceptors of cfg: Unary for unary calls,
@@ -72,7 +79,10 @@ type GRPC struct {
 // errdetails.QuotaFailure naming each denied rule's key. When no rule
 // applies, the call goes on. A key over Sluice's 1024 bytes fails the call
 // with InvalidArgument. When Sluice cannot decide, FailOpen lets the call
-// through and FailClosed fails it with Unavailable.
+// through and FailClosed fails it with Unavailable, except for a rule
+// Sluice rejects (an unknown policy: ErrRuleRejected), whose calls fail
+// with Internal in either mode. Each such call is reported to OnError, or
+// logged (see OnError).
 //
 // It fails, with an error wrapping ErrConfig, on a nil Client, no rules,
 // a rule without Key, Name or a valid Limit, or no FailMode.
@@ -81,7 +91,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GRPC{l: l, keys: make([]GRPCKeyFunc, len(cfg.Rules)), onError: cfg.OnError}
+	g := &GRPC{l: l, keys: make([]GRPCKeyFunc, len(cfg.Rules)), onError: cfg.OnError, errLog: newErrorLog(cfg.Logger)}
 	for i, gr := range cfg.Rules {
 		r, err := newRule(i, gr.Name, gr.Policy, gr.Limit, gr.Cost, gr.Key != nil)
 		if err != nil {
@@ -123,10 +133,16 @@ func (g *GRPC) check(ctx context.Context, method string) error {
 	if d.badKey != nil {
 		return status.Error(codes.InvalidArgument, d.badKey.Error())
 	}
-	if d.err != nil && g.onError != nil {
+	switch {
+	case d.err == nil:
+	case g.onError != nil:
 		g.onError(ctx, method, d.err)
+	default:
+		g.errLog.report(ctx, method, &d)
 	}
 	switch {
+	case d.rejected:
+		return status.Error(codes.Internal, "rate limiter misconfigured")
 	case len(d.denied) > 0:
 		st := status.New(codes.ResourceExhausted, "rate limit exceeded")
 		qf := &errdetails.QuotaFailure{}

@@ -198,6 +198,30 @@ func TestGRPCUnreachable(t *testing.T) {
 	}
 }
 
+// A rule the node refuses (a policy it does not have) fails calls with
+// Internal whatever the FailMode, never lets them through, and the error
+// reported wraps ErrRuleRejected.
+func TestGRPCUnknownPolicy(t *testing.T) {
+	for _, mode := range []middleware.FailMode{middleware.FailOpen, middleware.FailClosed} {
+		var errs []error
+		g, err := middleware.NewGRPC(middleware.GRPCConfig{
+			Client: newClient(t), FailMode: mode,
+			Rules:   []middleware.GRPCRule{{Key: middleware.FullMethod(), Policy: "no-such-grpc-policy"}},
+			OnError: func(_ context.Context, _ string, err error) { errs = append(errs, err) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = healthServer(t, g).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if status.Code(err) != codes.Internal {
+			t.Errorf("mode %d: %v, want Internal", mode, err)
+		}
+		if len(errs) != 1 || !errors.Is(errs[0], middleware.ErrRuleRejected) {
+			t.Errorf("mode %d: errors %v, want one wrapping ErrRuleRejected", mode, errs)
+		}
+	}
+}
+
 // Bad configuration is an error wrapping ErrConfig, never a panic.
 func TestNewGRPCConfigErrors(t *testing.T) {
 	c := newClient(t)

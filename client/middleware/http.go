@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -42,8 +43,13 @@ type HTTPConfig struct {
 	// (FailOpen or FailClosed).
 	FailMode FailMode
 	// OnError, if set, is called with why Sluice could not decide a
-	// request, whatever FailMode did with it: log it there.
+	// request, whatever FailMode did with it. When nil, each such request
+	// is logged to Logger, at most one line a second per reason (the
+	// error's code and rule) with a count of those not logged: at ERROR
+	// for a rule Sluice rejected (ErrRuleRejected), else at WARN.
 	OnError func(r *http.Request, err error)
+	// Logger is where the default OnError logs; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // NewHTTP returns net/http middleware that checks each request against
@@ -58,7 +64,10 @@ type HTTPConfig struct {
 // not called. When no rule applies (every key function said no), the
 // request goes on without headers. A key over Sluice's 1024 bytes is
 // answered 400 Bad Request. When Sluice cannot decide, FailOpen lets the
-// request through and FailClosed answers 503 Service Unavailable.
+// request through and FailClosed answers 503 Service Unavailable, except
+// for a rule Sluice rejects (an unknown policy: ErrRuleRejected), whose
+// requests are answered 500 Internal Server Error in either mode. Each
+// such request is reported to OnError, or logged (see OnError).
 //
 // It fails, with an error wrapping ErrConfig, on a nil Client, no rules,
 // a rule without Key, Name or a valid Limit, or no FailMode.
@@ -76,7 +85,7 @@ func NewHTTP(cfg HTTPConfig) (func(http.Handler) http.Handler, error) {
 		l.rules = append(l.rules, r)
 		keys[i] = hr.Key
 	}
-	onError := cfg.OnError
+	onError, el := cfg.OnError, newErrorLog(cfg.Logger)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ks, ok := make([]string, len(keys)), make([]bool, len(keys))
@@ -88,13 +97,19 @@ func NewHTTP(cfg HTTPConfig) (func(http.Handler) http.Handler, error) {
 				http.Error(w, d.badKey.Error(), http.StatusBadRequest)
 				return
 			}
-			if d.err != nil && onError != nil {
+			switch {
+			case d.err == nil:
+			case onError != nil:
 				onError(r, d.err)
+			default:
+				el.report(r.Context(), r.Method+" "+r.URL.Path, &d)
 			}
 			if d.has {
 				rlheader.Set(w.Header(), &d.header)
 			}
 			switch {
+			case d.rejected:
+				http.Error(w, "rate limiter misconfigured", http.StatusInternalServerError)
 			case len(d.denied) > 0:
 				http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
 			case !d.allow:

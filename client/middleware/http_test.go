@@ -1,7 +1,9 @@
 package middleware_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -169,26 +171,63 @@ func TestHTTPUnreachable(t *testing.T) {
 	}
 }
 
-// A node that cannot evaluate a rule (a policy it does not have) is a
-// failure to decide, under the chosen FailMode.
+// A rule the node refuses (a policy it does not have) is the service's
+// misconfiguration, not an outage: the request is refused 500 whatever
+// the FailMode, never let through, and the error wraps ErrRuleRejected.
 func TestHTTPUnknownPolicy(t *testing.T) {
-	for _, tc := range []struct {
-		mode   middleware.FailMode
-		status int
-	}{{middleware.FailOpen, 200}, {middleware.FailClosed, 503}} {
+	for _, mode := range []middleware.FailMode{middleware.FailOpen, middleware.FailClosed} {
 		var errs []error
 		mw, err := middleware.NewHTTP(middleware.HTTPConfig{
-			Client: newClient(t), FailMode: tc.mode,
-			Rules:   []middleware.HTTPRule{{Key: peerIP(t), Policy: "no-such-policy"}},
+			Client: newClient(t), FailMode: mode,
+			Rules: []middleware.HTTPRule{{Name: "ip", Key: peerIP(t), Limit: perMinute(100)},
+				{Key: peerIP(t), Policy: "no-such-policy"}},
 			OnError: func(_ *http.Request, err error) { errs = append(errs, err) },
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		serve(t, mw, []req{{status: tc.status, passed: tc.mode == middleware.FailOpen}})
-		if len(errs) != 1 {
-			t.Fatalf("mode %d: errors %v, want one", tc.mode, errs)
+		serve(t, mw, []req{{status: 500, passed: false}})
+		if len(errs) != 1 || !errors.Is(errs[0], middleware.ErrRuleRejected) || !strings.Contains(errs[0].Error(), "no-such-policy") {
+			t.Fatalf("mode %d: errors %v, want one wrapping ErrRuleRejected naming the policy", mode, errs)
 		}
+	}
+}
+
+// Without OnError, the middleware logs what it did with each request
+// Sluice did not decide: a request let through by FailOpen at WARN, one
+// refused for an unknown policy at ERROR (TestErrorLogRateLimit: one line
+// a second per reason).
+func TestHTTPDefaultOnError(t *testing.T) {
+	var buf bytes.Buffer // the handler runs on this goroutine
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	down, err := middleware.NewHTTP(middleware.HTTPConfig{
+		Client: unreachableClient(t), FailMode: middleware.FailOpen, Logger: log,
+		Rules: []middleware.HTTPRule{{Name: "u", Key: peerIP(t), Limit: perMinute(5)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, down, []req{{status: 200, passed: true}})
+	unknown, err := middleware.NewHTTP(middleware.HTTPConfig{
+		Client: newClient(t), FailMode: middleware.FailOpen, Logger: log,
+		Rules: []middleware.HTTPRule{{Key: peerIP(t), Policy: "per-key-nowhere"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, unknown, []req{{status: 500, passed: false}})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("logged %d lines, want 2:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{`level=WARN msg="sluice middleware: Sluice did not decide a request" action="let through (FailOpen)" target="GET /things/7"`,
+		`level=ERROR msg="sluice middleware: Sluice did not decide a request" action="refused: the rule is misconfigured"`} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d: %s\nwant it to contain %s", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[1], "per-key-nowhere") {
+		t.Errorf("the ERROR line does not name the policy: %s", lines[1])
 	}
 }
 

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/client"
 	"github.com/sluice-rl/sluice/internal/rlheader"
@@ -18,6 +23,19 @@ var ErrConfig = errors.New("middleware: invalid configuration")
 // prefix): the request is refused as bad input (HTTP 400, gRPC
 // InvalidArgument) rather than checked under another key or let through.
 var ErrKeyTooLong = errors.New("middleware: key too long")
+
+// ErrBadKey is wrapped by the error a request gets when a key function
+// made a key that is not valid UTF-8, which Sluice refuses: the request is
+// refused as bad input, as for ErrKeyTooLong.
+var ErrBadKey = errors.New("middleware: key not valid UTF-8")
+
+// ErrRuleRejected is wrapped by the error reported when Sluice refused a
+// rule as the middleware sent it: a policy the nodes do not have, an
+// inline limit where the nodes' policy file disables them, a cost above a
+// policy's capacity. That is the service's configuration, not an outage,
+// so FailMode does not apply: the request is refused (HTTP 500, gRPC
+// Internal) and the error logged at ERROR, never let through in silence.
+var ErrRuleRejected = errors.New("middleware: Sluice rejected a rule")
 
 // maxKeyBytes is the server's bound on a key (limiter.MaxKeyBytes).
 const maxKeyBytes = 1024
@@ -105,9 +123,55 @@ type decision struct {
 	// err is why Sluice could not decide, on a pass in FailOpen or a
 	// refusal in FailClosed; nil when it decided everything.
 	err error
-	// badKey is set when a key was too long: the request is refused as
-	// bad input.
+	// badKey is set when a key was too long or not UTF-8: the request is
+	// refused as bad input.
 	badKey error
+	// rejected is set when Sluice refused a rule (err wraps
+	// ErrRuleRejected): the request is refused whatever the FailMode.
+	rejected bool
+	// reason classifies err for the default OnError's rate limit.
+	reason string
+}
+
+// failed is the decision when Sluice could not decide: err says why. An
+// InvalidArgument answer is a rule Sluice refused (the middleware checks
+// keys itself, so the rest of what it sends is the service's
+// configuration); anything else is Sluice being unavailable, decided by
+// the FailMode.
+func (l *limiter) failed(rule string, err error) decision {
+	code := status.Code(err)
+	if code == codes.InvalidArgument {
+		err = fmt.Errorf("%w: %w", ErrRuleRejected, err)
+		if rule != "" {
+			err = fmt.Errorf("middleware: rule %q: %w", rule, err)
+		}
+		return decision{rejected: true, err: err, reason: "rejected " + rule}
+	}
+	if rule != "" {
+		err = fmt.Errorf("middleware: rule %q: %w", rule, err)
+	} else {
+		err = fmt.Errorf("middleware: %w", err)
+	}
+	return decision{allow: l.fail == FailOpen, err: err, reason: code.String() + " " + rule}
+}
+
+// level is the level the default OnError logs a decision's error at.
+func (d *decision) level() slog.Level {
+	if d.rejected {
+		return slog.LevelError
+	}
+	return slog.LevelWarn
+}
+
+// action says what was done with a request Sluice could not decide.
+func (d *decision) action() string {
+	switch {
+	case d.rejected:
+		return "refused: the rule is misconfigured"
+	case d.allow:
+		return "let through (FailOpen)"
+	}
+	return "refused (FailClosed)"
 }
 
 // deniedItem is one denied rule's key.
@@ -128,6 +192,9 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 		if len(key) > maxKeyBytes {
 			return decision{badKey: fmt.Errorf("%w: rule %q: %d bytes, at most %d", ErrKeyTooLong, r.name, len(key), maxKeyBytes)}
 		}
+		if !utf8.ValidString(key) {
+			return decision{badKey: fmt.Errorf("%w: rule %q: not valid UTF-8", ErrBadKey, r.name)}
+		}
 		items = append(items, client.Item{Key: key, Policy: r.policy, Limit: r.limit, Cost: r.cost})
 		idx = append(idx, i)
 	}
@@ -136,14 +203,15 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 	}
 	res, err := l.client.Check(ctx, items...)
 	if err != nil {
-		return decision{allow: l.fail == FailOpen, err: fmt.Errorf("middleware: %w", err)}
+		return l.failed("", err)
 	}
 	d := decision{allow: true}
+	var failed *decision
 	for j := range res {
 		r, rl := &res[j], &l.rules[idx[j]]
 		if r.Err != nil {
-			if d.err == nil {
-				d.err = fmt.Errorf("middleware: rule %q: %w", rl.name, r.Err)
+			if f := l.failed(rl.name, r.Err); failed == nil || f.rejected && !failed.rejected {
+				failed = &f
 			}
 			continue
 		}
@@ -166,8 +234,11 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 			d.denied = append(d.denied, deniedItem{rule: rl.name, key: items[j].Key})
 		}
 	}
-	if d.err != nil && l.fail == FailClosed {
-		d.allow = false
+	if failed != nil {
+		d.err, d.rejected, d.reason = failed.err, failed.rejected, failed.reason
+		if d.rejected || l.fail == FailClosed {
+			d.allow = false
+		}
 	}
 	return d
 }
