@@ -84,7 +84,7 @@ func TestServeBadGCFlags(t *testing.T) {
 		{[]string{"--memory-limit", "-1"}, "memory-limit"},
 		{[]string{"--memory-limit", "lots"}, "memory-limit"},
 	} {
-		err := runServe(context.Background(), tc.args, io.Discard, io.Discard)
+		err := runServe(context.Background(), serveArgs(tc.args...)[1:], io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("serve %v: %v, want an error naming --%s", tc.args, err, tc.name)
 		}

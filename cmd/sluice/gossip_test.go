@@ -32,7 +32,7 @@ func TestServeBadGossipKeyFile(t *testing.T) {
 	writeKeyFile(t, path, testKey1+"\nc2hvcnQ=\n")
 	want := path + " line 2: key is 5 bytes, want 16, 24 or 32"
 	for _, viaEnv := range []bool{false, true} {
-		args := []string{"serve", "--gossip-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}
+		args := serveArgs()
 		cmd := exec.Command(sluiceBin, args...)
 		cmd.Env = os.Environ()
 		if viaEnv {

@@ -185,6 +185,14 @@ func launch(t *testing.T, name string, args []string, retry bool) (s *server, in
 	}
 }
 
+// serveArgs is `sluice serve` with args, on ephemeral loopback ports for
+// all four listeners: a test never binds a default port (8080-8082, 7946),
+// which a node of the quickstart (`make run`) may hold.
+func serveArgs(args ...string) []string {
+	return append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--peer-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, args...)
+}
+
 // sluice runs the CLI and returns its exit code and output.
 func sluice(t *testing.T, args ...string) (int, string) {
 	t.Helper()

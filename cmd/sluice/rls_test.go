@@ -65,7 +65,7 @@ func TestServeRLSConfig(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out := sluice(t, "serve", "--rls-config", bad, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0")
+	code, out := sluice(t, serveArgs("--rls-config", bad)...)
 	if code == 0 || !strings.Contains(out, bad+":4: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'") {
 		t.Fatalf("invalid config at start: exit %d, output %s", code, out)
 	}
@@ -106,7 +106,7 @@ func TestServeRLSSettings(t *testing.T) {
 		{[]string{"--rls-response-headers", "--rls-limit-header", ""}, `RLSLimitHeader: "" is not an HTTP header name`},
 		{[]string{"--rls-shadow-mode=maybe"}, "rls-shadow-mode"},
 	} {
-		args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, tt.args...)
+		args := serveArgs(tt.args...)
 		if code, out := sluice(t, args...); code == 0 || !strings.Contains(out, tt.want) {
 			t.Errorf("%v: exit %d, output %s, want an error with %q", tt.args, code, out, tt.want)
 		}

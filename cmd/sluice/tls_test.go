@@ -63,10 +63,10 @@ func TestCLITLSBadFlags(t *testing.T) {
 		{[]string{"check", "k", "--limit", "1", "--period", "1s", "--tls-ca-file", junk}, "--tls-ca-file"},
 		{[]string{"members", "--tls-ca-file", dir + "/missing"}, "--tls-ca-file"},
 		{[]string{"bench", "--tls-key-file", key}, "--tls-cert-file"},
-		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", dir + "/missing", "--tls-key-file", key}, "--tls-cert-file ("},
-		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", cert}, "--tls-key-file: required with --tls-cert-file"},
-		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-cert-file", cert, "--tls-key-file", key}, "--peer-tls-ca-file: required"},
-		{[]string{"serve", "--gossip-addr", "127.0.0.1:0", "--tls-client-ca-file", junk}, "--tls-client-ca-file: requires --tls-cert-file and --tls-key-file"},
+		{serveArgs("--tls-cert-file", dir+"/missing", "--tls-key-file", key), "--tls-cert-file ("},
+		{serveArgs("--tls-cert-file", cert), "--tls-key-file: required with --tls-cert-file"},
+		{serveArgs("--tls-cert-file", cert, "--tls-key-file", key), "--peer-tls-ca-file: required"},
+		{serveArgs("--tls-client-ca-file", junk), "--tls-client-ca-file: requires --tls-cert-file and --tls-key-file"},
 	} {
 		code, out := sluice(t, tc.args...)
 		if code == 0 || !strings.Contains(out, tc.want) {
