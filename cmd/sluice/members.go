@@ -21,6 +21,8 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addr := fs.String("addr", defaultAddr, "gRPC address of a Sluice node")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 2*time.Second, "call timeout")
+	wait := fs.Int("wait", 0, "wait until the node lists at least this many alive members (its own start included), up to --wait-timeout; 0: answer at once")
+	waitTimeout := fs.Duration("wait-timeout", 30*time.Second, "bound on --wait")
 	var tf tlsFlags
 	tf.register(fs)
 	describeEnv(fs)
@@ -29,6 +31,12 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *wait < 0 {
+		return fmt.Errorf("--wait: %d, want 0 or more members", *wait)
+	}
+	if *waitTimeout <= 0 {
+		return fmt.Errorf("--wait-timeout: %s, want more than 0", *waitTimeout)
 	}
 	tcfg, err := tf.config()
 	if err != nil {
@@ -39,9 +47,12 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer c.Close()
-	node, ms, err := c.Members(ctx)
+	node, ms, err := membersWait(ctx, c, *wait, *waitTimeout)
 	if err != nil {
 		return unreachable([]string{*addr}, err)
+	}
+	if n := alive(ms); n < *wait {
+		return fmt.Errorf("--wait %d: %s lists %d alive members after %s", *wait, node, n, *waitTimeout)
 	}
 	mismatch := policyMismatch(node, ms)
 	if *asJSON {
@@ -53,6 +64,46 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}{node, ms, mismatch, suspects(ms)})
 	}
 	return printMembers(stdout, node, ms, mismatch)
+}
+
+// membersWait asks the node for its members until it lists at least want
+// alive ones (a node not answering yet is asked again) or timeout passes;
+// it returns the last answer, or the last error if none came.
+func membersWait(ctx context.Context, c *client.Client, want int, timeout time.Duration) (string, []client.Member, error) {
+	node, ms, err := c.Members(ctx)
+	if want == 0 {
+		return node, ms, err
+	}
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for (err != nil || alive(ms) < want) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return node, ms, ctx.Err()
+		case <-tick.C:
+		}
+		var n string
+		var m []client.Member
+		if n, m, err = c.Members(ctx); err == nil {
+			node, ms = n, m
+		}
+	}
+	if ms != nil {
+		err = nil
+	}
+	return node, ms, err
+}
+
+// alive counts the members in state "alive".
+func alive(ms []client.Member) int {
+	n := 0
+	for _, m := range ms {
+		if m.State == "alive" {
+			n++
+		}
+	}
+	return n
 }
 
 // policyMismatch returns the names of the members whose policy hash

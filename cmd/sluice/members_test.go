@@ -81,3 +81,36 @@ func TestPrintMembersSuspect(t *testing.T) {
 		t.Errorf("a summary with no suspect:\n%s", b.String())
 	}
 }
+
+// A bad --wait or --wait-timeout is refused, naming the flag, before any
+// call.
+func TestMembersWaitBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--wait", "-1"}, "--wait: -1"},
+		{[]string{"--wait", "three"}, "-wait"},
+		{[]string{"--wait", "3", "--wait-timeout", "0s"}, "--wait-timeout: 0s"},
+		{[]string{"--wait-timeout", "soon"}, "-wait-timeout"},
+	} {
+		code, out := sluice(t, append([]string{"members", "--addr", "127.0.0.1:1"}, tc.args...)...)
+		if code != 2 || !strings.Contains(out, tc.want) {
+			t.Errorf("members %v: exit %d, output %q; want exit 2 and %q", tc.args, code, out, tc.want)
+		}
+	}
+}
+
+// `sluice members --wait N` answers once the node lists N alive members,
+// and fails, saying how many it lists, when it does not within
+// --wait-timeout.
+func TestMembersWait(t *testing.T) {
+	s := startServer(t)
+	if code, out := sluice(t, "members", "--addr", s.grpc, "--wait", "1"); code != 0 || !strings.Contains(out, "alive") {
+		t.Fatalf("--wait 1: exit %d, output %s", code, out)
+	}
+	code, out := sluice(t, "members", "--addr", s.grpc, "--wait", "2", "--wait-timeout", "1s")
+	if code == 0 || !strings.Contains(out, "--wait 2: p1 lists 1 alive members after 1s") {
+		t.Fatalf("--wait 2 of one node: exit %d, output %s", code, out)
+	}
+}
