@@ -16,14 +16,18 @@
 //		FailMode: middleware.FailOpen,
 //		Rules: []middleware.HTTPRule{
 //			{Name: "ip", Key: ip, Limit: client.Limit{Limit: 100, Period: time.Minute}},
-//			{Name: "apikey", Key: middleware.Header("X-API-Key"), Policy: "per-key"},
+//			{Name: "apikey", Key: middleware.Header("X-API-Key"), Policy: "per-key"}, // in the nodes' --config
 //		},
 //	})
-//	http.ListenAndServe(":8080", limit(mux))
+//	http.ListenAndServe(":9090", limit(mux)) // the service's own port; Sluice's are 8080-8082
 //
 // A denied HTTP request is answered 429 with Retry-After and the RateLimit
 // headers Sluice's HTTP API sends; a denied gRPC call fails with
 // ResourceExhausted and RetryInfo and QuotaFailure details. What happens
 // when Sluice cannot answer is each service's explicit choice, FailOpen or
-// FailClosed: the constructors refuse a configuration without one.
+// FailClosed: the constructors refuse a configuration without one. Without
+// an OnError, each request Sluice did not decide is logged, at most a line a
+// second per reason. A rule the nodes refuse (a policy they do not have:
+// ErrRuleRejected) fails its requests in either mode (HTTP 500, gRPC
+// Internal) and is logged at ERROR: it is never let through in silence.
 package middleware

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"regexp"
 	"slices"
@@ -98,4 +100,37 @@ func TestReadmeRestartedFirstNodeRejoins(t *testing.T) {
 	a = &proc{server: startServerNamed(t, "a", "--gossip-addr", a.gossip, "--join", seeds), name: "a"}
 	took := waitMembers(t, 5*time.Second, 3, a, b, c)
 	t.Logf("a, stopped and started again with the common --join list, lists 3 members after %s", took)
+}
+
+// docs/configuration.md's table lists every flag of `sluice serve`, and
+// names no flag it does not have.
+func TestConfigurationDocListsEveryServeFlag(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	row := regexp.MustCompile("^\\| `--[a-z0-9-]+`(, `--[a-z0-9-]+`)* \\|")
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, f := range regexp.MustCompile("`--([a-z0-9-]+)`").FindAllStringSubmatch(row.FindString(line), -1) {
+			documented[f[1]] = true
+		}
+	}
+	var help bytes.Buffer
+	_ = runServe(context.Background(), []string{"-h"}, &help, &help)
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(help.String(), -1) {
+		flags[m[1]] = true
+		if !documented[m[1]] {
+			t.Errorf("--%s is a flag of `sluice serve` missing from docs/configuration.md's table", m[1])
+		}
+	}
+	if len(flags) < 10 {
+		t.Fatalf("`sluice serve -h` lists %d flags:\n%s", len(flags), help.String())
+	}
+	for f := range documented {
+		if !flags[f] {
+			t.Errorf("docs/configuration.md's table lists --%s, which `sluice serve -h` does not", f)
+		}
+	}
 }
