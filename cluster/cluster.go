@@ -44,6 +44,10 @@ type Cluster struct {
 	running atomic.Bool // Run was called
 	left    atomic.Bool // Leave was called: stop joining
 	joined  atomic.Bool // a seed answered, another member reached us, or there were no seeds
+	// joinGen is odd while this node's first join (memberlist.Join, whose
+	// push/pull brings the seed's members one at a time) is in flight, and
+	// counts those joins: Run delivers no snapshot taken during one.
+	joinGen atomic.Uint64
 
 	// lifecycle serializes Leave, UpdateMeta and Shutdown: memberlist
 	// panics on a Leave after Shutdown.
@@ -156,7 +160,10 @@ func New(cfg Config) (*Cluster, error) {
 // every Config.JoinRetry until one answers or another member contacts this
 // node first, and then, every Config.Rejoin, contacts the seed addresses
 // that are not members (see Config.Rejoin). Snapshots are delivered from
-// the start, while joining. Leave stops joining. With Config.GossipKeyFile,
+// the start, while joining, but none taken while this node's own join
+// merges a seed's members, which arrive one at a time: the first snapshot
+// after a join lists the whole membership the seed gave. Leave stops
+// joining. With Config.GossipKeyFile,
 // Run also watches the key file and reloads the keyring when it changes
 // (see ReloadGossipKeys).
 //
@@ -221,7 +228,12 @@ func (c *Cluster) Run(ctx context.Context) (err error) {
 
 	var delivered uint64
 	for {
-		if s := c.Snapshot(); s.Version != delivered {
+		// A snapshot taken while a join merges the seed's members would
+		// list some of them (a joiner's first snapshot, above all, which
+		// is not settled): it is delivered only if no join was in flight
+		// before or after it was taken; the join's end wakes this loop.
+		g := c.joinGen.Load()
+		if s := c.Snapshot(); s.Version != delivered && g%2 == 0 && c.joinGen.Load() == g {
 			delivered = s.Version
 			if c.cfg.OnChange != nil {
 				c.cfg.OnChange(s)

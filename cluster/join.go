@@ -160,6 +160,16 @@ func (c *Cluster) joinSeeds(ctx context.Context, strangersOnly bool) (int, error
 	}
 
 	// Every target is an IP address, so memberlist resolves nothing itself.
+	// Run holds snapshots during a first join (see joinGen); a rejoin,
+	// which may wait on a seed that does not answer while members change,
+	// does not.
+	if !strangersOnly {
+		c.joinGen.Add(1)
+		defer func() {
+			c.joinGen.Add(1)
+			c.signal()
+		}()
+	}
 	n, err := c.ml.Join(targets)
 	if n > 0 {
 		return n, nil
