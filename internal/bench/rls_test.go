@@ -64,16 +64,27 @@ func startRLS(t *testing.T, srv *countingRLS) string {
 // The RLS target sends one descriptor {Key: key} per key in Domain, over
 // every connection, and maps OK and OVER_LIMIT to allowed and denied: a
 // run admits exactly the server's limit per key.
+//
+// A run lasts a duration, not a count of checks: on a loaded machine 200ms
+// made 6 checks, too few to exhaust any key. A run too short for every key
+// to reach the server's limit and go past it (the server's own counts say)
+// is run again, on a fresh server, twice as long, up to 12.8s.
 func TestRLSTargetAdmitsWhatTheServerAllows(t *testing.T) {
-	srv := &countingRLS{limit: 3, counts: map[string]uint32{}}
-	addr := startRLS(t, srv)
-	tg, err := NewRLSTarget(RLSConfig{Addrs: []string{addr, addr}, Key: "k", Conns: 3})
-	if err != nil {
-		t.Fatal(err)
+	var (
+		srv *countingRLS
+		s   Summary
+	)
+	for d := 200 * time.Millisecond; ; d *= 2 {
+		srv = &countingRLS{limit: 3, counts: map[string]uint32{}}
+		s = runRLS(t, srv, d)
+		if srv.exhausted(5) {
+			break
+		}
+		if d >= 12800*time.Millisecond {
+			t.Fatalf("a run of %s made %d checks: not every key went past its limit", d, s.Checks)
+		}
+		t.Logf("a run of %s made %d checks, too few to exhaust every key; running for twice as long", d, s.Checks)
 	}
-	defer tg.Close()
-	s := runOK(t, Config{Workers: 3, Keys: 5, Limit: 3, Period: time.Hour, Burst: RLSAuditBurst(3), Batch: 2,
-		Duration: 200 * time.Millisecond}, tg)
 	if s.Errors != 0 || s.Allowed != 5*3 || s.Denied != s.Checks-s.Allowed || s.Denied == 0 {
 		t.Fatalf("checks %d: allowed %d (want 15), denied %d, errors %d (%s)", s.Checks, s.Allowed, s.Denied, s.Errors, s.FirstError)
 	}
@@ -128,4 +139,32 @@ func TestRLSConfigAndUnits(t *testing.T) {
 	if _, err := NewRLSTarget(RLSConfig{}); err == nil {
 		t.Error("NewRLSTarget without addresses: no error")
 	}
+}
+
+// runRLS runs the bench for d through an RLS target of srv (3 workers, 5
+// keys of limit 3, batches of 2, over 3 connections to 2 addresses).
+func runRLS(t *testing.T, srv *countingRLS, d time.Duration) Summary {
+	t.Helper()
+	addr := startRLS(t, srv)
+	tg, err := NewRLSTarget(RLSConfig{Addrs: []string{addr, addr}, Key: "k", Conns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	return runOK(t, Config{Workers: 3, Keys: 5, Limit: 3, Period: time.Hour, Burst: RLSAuditBurst(3), Batch: 2,
+		Duration: d}, tg)
+}
+
+// exhausted reports whether keys values were each called more than the
+// limit: the run denied every one of them at least once.
+func (s *countingRLS) exhausted(keys int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.counts {
+		if c > s.limit {
+			n++
+		}
+	}
+	return n >= keys
 }
