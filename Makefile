@@ -14,7 +14,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot
+.PHONY: all build run test nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot release release-check tag
 
 all: build
 
@@ -134,6 +134,21 @@ HELMCHECK      := tools/helmcheck
 helm-check: build
 	cd $(HELMCHECK) && $(GO) vet . && $(GO) test -count=1 . && $(GO) build -o $(CURDIR)/$(BIN)/helmcheck .
 	./$(BIN)/helmcheck --sluice ./$(BIN)/sluice deploy/helm/sluice
+
+## release: VERSION=x.y.z (the file VERSION's; the release is refused otherwise, and on a dirty
+## tree unless ALLOW_DIRTY=1) builds dist/: static linux/amd64 and linux/arm64 binaries, the image
+## (make image) as a docker save | gzip tarball, the chart package, a CycloneDX SBOM (cyclonedx-gomod
+## v1.10.0 through go run) and SHA256SUMS (tools/release.sh; docs/releasing.md). Needs Docker Engine.
+release:
+	LDFLAGS='$(LDFLAGS)' GO='$(GO)' tools/release.sh build $(VERSION)
+
+## release-check: the version checks of make release alone, without building (no Docker)
+release-check:
+	tools/release.sh check $(VERSION)
+
+## tag: the annotated tag vVERSION on HEAD, after release-check (push it yourself)
+tag: release-check
+	git tag -a v$(VERSION) -m "Sluice v$(VERSION)"
 
 ## image: the FROM scratch container image around the static binary, tagged sluice:VERSION (the
 ## chart's default) and sluice:dev (what e2e runs)
