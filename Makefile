@@ -6,13 +6,15 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.1
 PROTOC_GEN_GO_VTPROTO := github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0
 STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-VERSION        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# VERSION: the release version, x.y.z without the v. The committed file VERSION is its source of
+# truth (so a clean clone builds with it); a v-tag on HEAD, if any, must match it (make release).
+VERSION        ?= $(shell cat VERSION)
 COMMIT         ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=$(VERSION) -X github.com/sluice-rl/sluice/internal/version.Commit=$(COMMIT)
+LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=v$(VERSION) -X github.com/sluice-rl/sluice/internal/version.Commit=$(COMMIT)
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot
+.PHONY: all build run test nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot release release-check tag
 
 all: build
 
@@ -139,10 +141,26 @@ helm-check: build
 	cd $(HELMCHECK) && $(GO) vet . && $(GO) test -count=1 . && $(GO) build -o $(CURDIR)/$(BIN)/helmcheck .
 	./$(BIN)/helmcheck --sluice ./$(BIN)/sluice deploy/helm/sluice
 
-## image: the FROM scratch container image sluice:dev around the static binary
+## release: VERSION=x.y.z (the file VERSION's; the release is refused otherwise, and on a dirty
+## tree unless ALLOW_DIRTY=1) builds dist/: static linux/amd64 and linux/arm64 binaries, the image
+## (make image) as a docker save | gzip tarball, the chart package, a CycloneDX SBOM (cyclonedx-gomod
+## v1.10.0 through go run) and SHA256SUMS (tools/release.sh; docs/releasing.md). Needs Docker Engine.
+release:
+	LDFLAGS='$(LDFLAGS)' GO='$(GO)' tools/release.sh build $(VERSION)
+
+## release-check: the version checks of make release alone, without building (no Docker)
+release-check:
+	tools/release.sh check $(VERSION)
+
+## tag: the annotated tag vVERSION on HEAD, after release-check (push it yourself)
+tag: release-check
+	git tag -a v$(VERSION) -m "Sluice v$(VERSION)"
+
+## image: the FROM scratch container image around the static binary, tagged sluice:VERSION (the
+## chart's default) and sluice:dev (what e2e runs)
 image: build
 	@command -v docker >/dev/null || { echo "docker not found: make image needs Docker Engine" >&2; exit 1; }
-	docker build -t sluice:dev .
+	docker build -t sluice:$(VERSION) -t sluice:dev .
 
 ## ui-screenshot: docs/ui.png, the status page of a 3-node cluster in headless Chromium (node's
 ## TestStatusPageInBrowser; tools/install-chromium.sh installs Debian's chromium when missing)

@@ -54,6 +54,8 @@ type Cluster struct {
 	lifecycle sync.Mutex
 	shut      bool // guarded by lifecycle
 
+	protocol *protocolGate // admits members by peer protocol (protocol.go)
+
 	metaMu  sync.Mutex
 	metaVal NodeMeta // local metadata, guarded by metaMu
 	meta    []byte   // metaVal encoded, guarded by metaMu
@@ -104,6 +106,7 @@ func New(cfg Config) (*Cluster, error) {
 		name:     cfg.NodeName,
 		changed:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		protocol: newProtocolGate(cfg.NodeName, cfg.Meta.Protocol, logger),
 		metaVal:  cfg.Meta,
 		meta:     meta,
 		members:  make(map[string]Member),
@@ -117,6 +120,7 @@ func New(cfg Config) (*Cluster, error) {
 	mc.Events = events{c}
 	mc.Conflict = events{c}
 	mc.Merge = events{c}
+	mc.Alive = events{c}
 	mc.Logger = newMemberlistLogger(c.log)
 	gk.configure(mc)
 	c.departFor = mc.GossipToTheDeadTime

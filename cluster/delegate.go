@@ -74,6 +74,9 @@ func (e events) NotifyMerge(peers []*memberlist.Node) error {
 	e.c.mu.Lock()
 	self := e.c.members[e.c.name].GossipAddr // recorded during Create
 	e.c.mu.Unlock()
+	if err := e.c.protocol.checkMerge(peers); err != nil {
+		return err
+	}
 	for _, p := range peers {
 		if p.Name != e.c.name || (p.State != memberlist.StateAlive && p.State != memberlist.StateSuspect) {
 			continue

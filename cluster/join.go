@@ -43,6 +43,9 @@ func (c *Cluster) joinLoop(ctx context.Context) error {
 		if err != nil && strings.Contains(err.Error(), nameTakenMsg) {
 			return nameTaken(err)
 		}
+		if err != nil && strings.Contains(err.Error(), incompatibleMsg) {
+			return incompatible(err)
+		}
 		if n > 0 {
 			c.log.Info("cluster: joined", "contacted", n, "attempts", attempt)
 			c.joined.Store(true)

@@ -26,6 +26,10 @@ type NodeMeta struct {
 	// they run the same policies. Empty for a node of a version that
 	// advertised none.
 	PolicyHash string
+	// Protocol is the node's peer protocol version (transport.PeerProtocol);
+	// 0 for a node of a version that advertised none. The local node's, as
+	// given in Config.Meta, decides which members it admits (protocol.go).
+	Protocol int
 }
 
 // wireMeta is NodeMeta as encoded on the wire: JSON with one-letter keys,
@@ -37,12 +41,13 @@ type wireMeta struct {
 	PeerAddr string `json:"p,omitempty"`
 	Version  string `json:"v,omitempty"`
 	Policy   string `json:"h,omitempty"`
+	Protocol int    `json:"r,omitempty"`
 	Leaving  bool   `json:"l,omitempty"`
 }
 
 // encode returns the wire form of m, with the leaving flag as given.
 func (m NodeMeta) encode(leaving bool) ([]byte, error) {
-	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, Leaving: leaving})
+	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, Protocol: m.Protocol, Leaving: leaving})
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +58,7 @@ func (m NodeMeta) encode(leaving bool) ([]byte, error) {
 }
 
 // validate returns a *ConfigError for each problem of m: a GRPCAddr or
-// PeerAddr that is not host:port, or an encoding too long for memberlist in any form it
+// PeerAddr that is not host:port, a negative Protocol, or an encoding too long for memberlist in any form it
 // is sent in (the leaving form is the longest).
 func (m NodeMeta) validate() []error {
 	var errs []error
@@ -66,6 +71,9 @@ func (m NodeMeta) validate() []error {
 		if _, _, err := net.SplitHostPort(m.PeerAddr); err != nil {
 			errs = append(errs, &ConfigError{Field: "Meta.PeerAddr", Reason: fmt.Sprintf("must be host:port, got %q", m.PeerAddr)})
 		}
+	}
+	if m.Protocol < 0 {
+		errs = append(errs, &ConfigError{Field: "Meta.Protocol", Reason: fmt.Sprintf("must not be negative, got %d", m.Protocol)})
 	}
 	if _, err := m.encode(true); err != nil {
 		errs = append(errs, &ConfigError{Field: "Meta", Reason: err.Error()})
@@ -83,5 +91,8 @@ func decodeMeta(b []byte) (meta NodeMeta, leaving bool, err error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return NodeMeta{}, false, fmt.Errorf("cluster: undecodable node metadata %q: %w", b, err)
 	}
-	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy}, w.Leaving, nil
+	if w.Protocol < 0 {
+		return NodeMeta{}, false, fmt.Errorf("cluster: node metadata %q: negative protocol %d", b, w.Protocol)
+	}
+	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy, Protocol: w.Protocol}, w.Leaving, nil
 }

@@ -152,7 +152,7 @@ func New(cfg Config) (n *Node, err error) {
 	ccfg.AdvertiseAddr = cfg.GossipAdvertiseAddr
 	ccfg.Join = cfg.Join
 	ccfg.GossipKeyFile = cfg.GossipKeyFile
-	ccfg.Meta = cluster.NodeMeta{Version: version.String(), PolicyHash: n.PolicyHash()}
+	ccfg.Meta = cluster.NodeMeta{Version: version.String(), PolicyHash: n.PolicyHash(), Protocol: transport.PeerProtocol}
 	ccfg.OnChange = n.onMembership
 	ccfg.Logger = log
 	if n.cluster, err = cluster.New(ccfg); err != nil {

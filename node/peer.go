@@ -22,9 +22,11 @@ func (n *Node) newPeerServer(pm *transport.PeerMetrics, rec *wire.Recovery) erro
 	}
 	// Sluice's server options as on the public server (wire.ServerOptions:
 	// the vtprotobuf codec, fixed flow-control windows, stream workers), the
-	// panic recovery outermost, then the peer authentication and the bounds.
+	// panic recovery outermost, then the peer authentication, the peer
+	// protocol check (transport.ProtocolServerOptions) and the bounds.
 	opts := append(wire.ServerOptions(), rec.ServerOptions()...)
 	opts = append(opts, n.sec.peerServerOptions()...)
+	opts = append(opts, transport.ProtocolServerOptions()...)
 	opts = append(opts, n.cfg.Bounds.grpcOptions()...)
 	opts = append(opts, n.cfg.tracingServerOptions()...)
 	n.peerGRPC = grpc.NewServer(opts...)

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/version"
 	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/transport"
 )
 
 // newPolicies loads Config.PolicyFile (the empty set without one) and
@@ -60,7 +61,7 @@ func (n *Node) PolicyHash() string { return *n.policyHash.Load() }
 
 // meta is the metadata the node advertises.
 func (n *Node) meta() cluster.NodeMeta {
-	return cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String(), PolicyHash: n.PolicyHash()}
+	return cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String(), PolicyHash: n.PolicyHash(), Protocol: transport.PeerProtocol}
 }
 
 // metaLoop gossips the node's metadata again after each policy change.

@@ -144,6 +144,7 @@ func NewPeerClient(cfg PeerClientConfig) (*PeerClient, error) {
 	if cfg.TracerProvider != nil {
 		cfg.DialOptions = append(cfg.DialOptions, tracingDialOption(cfg.TracerProvider))
 	}
+	cfg.DialOptions = append(cfg.DialOptions, protocolDialOptions(PeerProtocol)...)
 	// Surface bad dial options now rather than on the first forward.
 	probe, err := grpc.NewClient("passthrough:///sluice-peer-probe", cfg.DialOptions...)
 	if err != nil {

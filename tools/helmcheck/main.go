@@ -13,6 +13,10 @@
 // its Kubernetes API type (an unknown or misspelled field fails), and checks
 // what a Sluice cluster needs of them (check.go). With --sluice, every
 // SLUICE_* variable must be the twin of a `sluice serve` flag of that binary.
+//
+//	bin/helmcheck package --version 0.1.0 --out dist deploy/helm/sluice
+//
+// packages the chart as `helm package` does (package.go), for make release.
 package main
 
 import (
@@ -47,6 +51,13 @@ func quietHelm() {
 
 func main() {
 	quietHelm()
+	if len(os.Args) > 1 && os.Args[1] == "package" {
+		if err := runPackage(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	sluice := flag.String("sluice", "", "a sluice binary: check that every SLUICE_* variable is a `sluice serve` flag")
 	show := flag.Bool("print", false, "print the rendered manifests of each value set")
 	flag.Usage = func() {
