@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -104,7 +105,7 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 	}
 	id, err := store.ParseLeaseID(req.LeaseID)
 	if err != nil {
-		return false, Result{}, &FieldError{0, "lease_id", fmt.Sprintf("malformed lease id %q: want 32 hex digits, as Acquire gave", req.LeaseID), ErrInvalid}
+		return false, Result{}, &FieldError{0, "lease_id", "malformed lease id " + policy.Echo(req.LeaseID) + ": want 32 hex digits, as Acquire gave", ErrInvalid}
 	}
 	a, ok, owner := l.release(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Holder: HolderTag(req.Holder)}, id)
 	return ok, Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity(), Source: SourceOwner, Owner: owner}, nil

@@ -124,9 +124,12 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		return out, &FieldError{i, "cost", "must be >= 0", ErrInvalid}
 	}
 	if r.Policy != "" {
+		if len(r.Policy) > policy.MaxNameLen {
+			return out, &FieldError{i, "policy", fmt.Sprintf("%d bytes, at most %d", len(r.Policy), policy.MaxNameLen), ErrUnknownPolicy}
+		}
 		p, ok := set.Lookup(r.Policy)
 		if !ok {
-			return out, &FieldError{i, "policy", fmt.Sprintf("unknown policy %q", r.Policy), ErrUnknownPolicy}
+			return out, &FieldError{i, "policy", "unknown policy " + policy.Echo(r.Policy), ErrUnknownPolicy}
 		}
 		out.limit, out.policy, out.mode, out.grants = p.Limit, p.Name, p.FailureMode, p.Grants
 	} else {

@@ -48,7 +48,7 @@ func ParseFailureMode(s string) (FailureMode, error) {
 			return FailureMode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %q (want local, deny or allow)", ErrUnknownFailureMode, s)
+	return 0, fmt.Errorf("%w: %s (want local, deny or allow)", ErrUnknownFailureMode, Echo(s))
 }
 
 // Policy is a named limit.
@@ -100,5 +100,5 @@ func ParseGrantMode(s string) (GrantMode, error) {
 			return GrantMode(g), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown grant mode %q (want auto, always or never)", ErrInvalid, s)
+	return 0, fmt.Errorf("%w: unknown grant mode %s (want auto, always or never)", ErrInvalid, Echo(s))
 }
