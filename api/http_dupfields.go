@@ -2,25 +2,33 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/sluice-rl/sluice/policy"
 )
 
-// duplicateField finds a JSON object member given twice in data, which
-// already decoded: encoding/json keeps the last of two "key" members, and
-// matches member names to fields case-insensitively, so {"key":"a","KEY":"b"}
-// also names one field twice. It returns a 400 naming the repeated field,
-// or nil. A streaming pass over the tokens (encoding/json's Decoder.Token)
-// is the least code that sees case-folded duplicates too: the duplicate
-// check of github.com/go-json-experiment/json's jsontext compares names
-// exactly, and its case-sensitive v2 decoding would change every other
-// error this API gives.
+// checkFieldNames are the member names of a check body: the top level's
+// and an item's (checkRequestJSON, checkItemJSON).
+var checkFieldNames = [...]string{"checks", "key", "policy", "limit", "period", "burst", "cost", "algorithm", "failure_mode"}
+
+// duplicateField finds a JSON object member given twice in data, a check
+// body that already decoded: encoding/json keeps the last of two "key"
+// members, and matches member names to fields case-insensitively, so
+// {"key":"a","KEY":"b"} also names one field twice. It returns a 400
+// naming the repeated member, or nil.
+//
+// The pass reads the raw tokens with jsontext (github.com/go-json-experiment/json,
+// whose decoding v1 already depends on), unquotes each name into a stack
+// buffer and folds it onto the known fields, so it allocates nothing per
+// member. jsontext's own duplicate check compares names exactly, which
+// misses "KEY"; decoding with its case-sensitive v2 would change every
+// other error this API gives.
 func duplicateField(data []byte) *httpError {
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := jsontext.NewDecoder(bytes.NewBuffer(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	path, _ := dupValue(dec)
 	if path == nil {
 		return nil
@@ -37,50 +45,61 @@ func duplicateField(data []byte) *httpError {
 }
 
 // dupValue reads one value from dec and returns the path to the first
-// repeated member inside it, innermost first ({"key"} for the repeated
+// repeated member inside it, innermost first ({"KEY"} for the repeated
 // member itself; callers append their own member name or "[i]"), or nil.
 // ok is false when the tokens end early (never for data that decoded).
-// Nothing is allocated for the path unless a member is repeated.
-func dupValue(dec *json.Decoder) (path []string, ok bool) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, false
-	}
-	switch tok {
-	case json.Delim('{'):
-		// An item has 8 fields, and decoding already refused unknown ones.
-		var seen [8]string
-		n := 0
-		for dec.More() {
-			tok, err := dec.Token()
+func dupValue(dec *jsontext.Decoder) (path []string, ok bool) {
+	switch dec.PeekKind() {
+	case '{':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, false
+		}
+		var seen uint32 // bit i: checkFieldNames[i] was given
+		var buf [32]byte
+		for dec.PeekKind() != '}' {
+			raw, err := dec.ReadValue()
 			if err != nil {
 				return nil, false
 			}
-			name, _ := tok.(string)
-			for _, s := range seen[:n] {
-				if strings.EqualFold(s, name) {
-					return []string{name}, true
-				}
+			name, err := jsontext.AppendUnquote(buf[:0], raw)
+			if err != nil {
+				return nil, false
 			}
-			if n < len(seen) {
-				seen[n] = name
-				n++
+			if i := foldField(name); i >= 0 {
+				if seen&(1<<i) != 0 {
+					return []string{string(name)}, true
+				}
+				seen |= 1 << i
 			}
 			if path, ok := dupValue(dec); !ok || path != nil {
-				return appendIf(ok, path, name), ok
+				return appendIf(ok, path, string(name)), ok
 			}
 		}
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
+	case '[':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, false
+		}
+		for i := 0; dec.PeekKind() != ']'; i++ {
 			if path, ok := dupValue(dec); !ok || path != nil {
 				return appendIf(ok, path, "["+strconv.Itoa(i)+"]"), ok
 			}
 		}
 	default:
-		return nil, true // a scalar
+		return nil, dec.SkipValue() == nil // a scalar
 	}
-	_, err = dec.Token() // the closing delimiter
+	_, err := dec.ReadToken() // the closing delimiter
 	return nil, err == nil
+}
+
+// foldField is the index in checkFieldNames of the field name matches as
+// encoding/json matches names (case-insensitively), or -1.
+func foldField(name []byte) int {
+	for i, f := range checkFieldNames {
+		if bytes.EqualFold(name, []byte(f)) {
+			return i
+		}
+	}
+	return -1
 }
 
 // appendIf appends seg to path when ok.
