@@ -288,7 +288,7 @@ func ValidName(s string) bool {
 func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 	pol := Policy{Name: name, Limit: bucket.Limit{Algorithm: bucket.TokenBucket}}
 	n = resolve(n)
-	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, burst, failure_mode, grants)")
+	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, burst, failure_mode, grants, max_ttl)")
 	if err != nil {
 		return pol, err
 	}
@@ -296,6 +296,7 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 		seen       = make(map[string]int, len(pairs))
 		burstGiven bool
 		burstLine  int
+		maxTTLLine int
 		periodNode *yaml.Node
 	)
 	for _, kv := range pairs {
@@ -371,9 +372,24 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				}
 				pol.Grants = g
 			}
+		case "max_ttl":
+			s, ok, err := stringField(v, fpath)
+			if err != nil || !ok {
+				return pol, err
+			}
+			d, err := ParseDuration(s)
+			if err != nil || d <= 0 || d > MaxLeaseTTL {
+				return pol, &FileError{Line: lineOf(v), Path: fpath, Err: ErrDuration,
+					Reason: fmt.Sprintf("invalid max_ttl %s: want a duration in (0, %s], e.g. 30s or 10m", Echo(s), MaxLeaseTTL)}
+			}
+			pol.MaxTTL, maxTTLLine = d, lineOf(v)
 		default:
-			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %s not found in %s (want algorithm, limit, period, burst, failure_mode or grants)", k.Value, path)}
+			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %.64s not found in %s (want algorithm, limit, period, burst, failure_mode, grants or max_ttl)", k.Value, path)}
 		}
+	}
+	if pol.MaxTTL != 0 && pol.Limit.Algorithm != bucket.Concurrency {
+		return pol, &FileError{Line: maxTTLLine, Path: path + ".max_ttl", Err: bucket.ErrInvalidLimit,
+			Reason: fmt.Sprintf("only concurrency takes a max_ttl, not %s", pol.Limit.Algorithm)}
 	}
 	if burstGiven && pol.Limit.Algorithm != bucket.TokenBucket {
 		return pol, &FileError{Line: burstLine, Path: path + ".burst", Err: bucket.ErrInvalidLimit,

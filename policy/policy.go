@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
 )
@@ -62,7 +63,15 @@ type Policy struct {
 	// Grants says whether nodes that do not own a key may hold token
 	// grants for it (token buckets only).
 	Grants GrantMode
+	// MaxTTL is the longest lease an Acquire may ask for (concurrency
+	// only; at most MaxLeaseTTL); 0 means the node's default
+	// (sluice serve --max-lease-ttl).
+	MaxTTL time.Duration
 }
+
+// MaxLeaseTTL is the largest max_ttl a policy may give: the longest lease
+// any node accepts.
+const MaxLeaseTTL = 24 * time.Hour
 
 // GrantMode says when a node answers a key's checks from tokens granted by
 // the key's owner instead of asking the owner each time.
