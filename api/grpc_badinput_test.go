@@ -126,6 +126,10 @@ func TestGRPCBadInput(t *testing.T) {
 		_, err := c.Acquire(ctx, &sluicev1.AcquireRequest{Key: "k", Spec: &sluicev1.AcquireRequest_Limit{Limit: conc}, Ttl: durationpb.New(limiter.MaxLeaseTTL + time.Second)})
 		wantInvalid(t, err, "ttl")
 	})
+	t.Run("Acquire/ttl above the node's max lease TTL", func(t *testing.T) {
+		_, err := c.Acquire(ctx, &sluicev1.AcquireRequest{Key: "k", Spec: &sluicev1.AcquireRequest_Limit{Limit: conc}, Ttl: durationpb.New(limiter.DefaultMaxLeaseTTL + time.Second)})
+		wantInvalid(t, err, "ttl")
+	})
 	t.Run("Acquire/key too long", func(t *testing.T) {
 		_, err := c.Acquire(ctx, &sluicev1.AcquireRequest{Key: long, Spec: &sluicev1.AcquireRequest_Limit{Limit: conc}})
 		wantInvalid(t, err, "key")
