@@ -17,6 +17,8 @@ func FuzzDecodeCheck(f *testing.F) {
 	f.Add([]byte(`{"checks":[{"key":"user:42","limit":100,"period":"1m","burst":100,"cost":1,"algorithm":"token_bucket","failure_mode":"local"}]}`))
 	f.Add([]byte(`{"checks":[{"key":"k","policy":"login"},{"key":"k","limit":-1,"period":"7d","cost":0}]}`))
 	f.Add([]byte(`{"checks":[{"key":"k","limit":"x","period":60,"foo":null}]} x`))
+	f.Add([]byte(`{"checks":[{"key":"a","policy":"login","KEY":"b"}],"Checks":[]}`))
+	f.Add([]byte(`{"checks":[{"\u006bey":"a","key":"b","\u212aey":"c"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reqs, herr := decodeCheckBody(data)
 		if herr != nil {

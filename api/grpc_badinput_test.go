@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/policy"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -125,6 +126,10 @@ func TestGRPCBadInput(t *testing.T) {
 		_, err := c.Acquire(ctx, &sluicev1.AcquireRequest{Key: "k", Spec: &sluicev1.AcquireRequest_Limit{Limit: conc}, Ttl: durationpb.New(limiter.MaxLeaseTTL + time.Second)})
 		wantInvalid(t, err, "ttl")
 	})
+	t.Run("Acquire/ttl above the node's max lease TTL", func(t *testing.T) {
+		_, err := c.Acquire(ctx, &sluicev1.AcquireRequest{Key: "k", Spec: &sluicev1.AcquireRequest_Limit{Limit: conc}, Ttl: durationpb.New(limiter.DefaultMaxLeaseTTL + time.Second)})
+		wantInvalid(t, err, "ttl")
+	})
 	t.Run("Acquire/key too long", func(t *testing.T) {
 		_, err := c.Acquire(ctx, &sluicev1.AcquireRequest{Key: long, Spec: &sluicev1.AcquireRequest_Limit{Limit: conc}})
 		wantInvalid(t, err, "key")
@@ -140,6 +145,27 @@ func TestGRPCBadInput(t *testing.T) {
 	t.Run("Release/key too long", func(t *testing.T) {
 		_, err := c.Release(ctx, &sluicev1.ReleaseRequest{Key: long, Spec: &sluicev1.ReleaseRequest_Limit{Limit: conc}, LeaseId: "1"})
 		wantInvalid(t, err, "key")
+	})
+	// Errors quote at most a short prefix of an input (policy.Echo).
+	huge := strings.Repeat("n", 3<<20)
+	short := func(t *testing.T, err error, field string) {
+		t.Helper()
+		wantInvalid(t, err, field)
+		if n := len(status.Convert(err).Message()); n > 200 {
+			t.Errorf("a %d-byte error message quotes too much of the input", n)
+		}
+	}
+	t.Run("Check/3 MiB policy name", func(t *testing.T) {
+		_, err := c.Check(ctx, &sluicev1.CheckRequest{Items: []*sluicev1.CheckItem{{Key: "k", Spec: &sluicev1.CheckItem_Policy{Policy: huge}}}})
+		short(t, err, "items[0].policy")
+	})
+	t.Run("Check/unknown policy of the longest name", func(t *testing.T) {
+		_, err := c.Check(ctx, &sluicev1.CheckRequest{Items: []*sluicev1.CheckItem{{Key: "k", Spec: &sluicev1.CheckItem_Policy{Policy: huge[:policy.MaxNameLen]}}}})
+		short(t, err, "items[0].policy")
+	})
+	t.Run("Release/3 MiB lease id", func(t *testing.T) {
+		_, err := c.Release(ctx, &sluicev1.ReleaseRequest{Key: "k", Spec: &sluicev1.ReleaseRequest_Limit{Limit: conc}, LeaseId: huge})
+		short(t, err, "lease_id")
 	})
 	t.Run("Grant/want above the capacity", func(t *testing.T) {
 		_, err := c.Grant(ctx, &sluicev1.GrantRequest{Key: "k", Spec: &sluicev1.GrantRequest_Limit{Limit: ok}, Want: 11})

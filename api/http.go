@@ -24,8 +24,9 @@ package api
 //
 // Query-string checks take key, key_header, policy, limit, period, burst,
 // algorithm, cost, failure_mode and deny_status; unknown parameters are an
-// error (they are usually typos). When key is absent or empty, key_header
-// names a request header whose first comma-separated value is the key.
+// error (they are usually typos), and so is a parameter given twice. Either
+// key or key_header is given, not both: key_header names a request header
+// whose first comma-separated value is the key.
 // deny_status (401, 403 or 429) replaces the 429 of a deny; it is also
 // accepted on a JSON POST.
 //

@@ -19,6 +19,9 @@ func FuzzHTTPCheck(f *testing.F) {
 	f.Add(true, "", "", []byte(`{"checks":[{"key":"k","policy":"login"},{"key":"k","limit":"x"}]}`))
 	f.Add(false, "key=%zz&limit=1e3&period=-1s&burst=9223372036854775808", "", []byte(nil))
 	f.Add(false, "key=k&key=j&policy=&usage", "", []byte(nil))
+	f.Add(false, "key=k&key_header=X-Key&policy=api", "j", []byte(nil))
+	f.Add(true, "", "", []byte(`{"checks":[{"key":"a","policy":"api","Key":"b"}]}`))
+	f.Add(false, "policy="+strings.Repeat("p", 300)+"&key=k", "", []byte(nil))
 	h, err := NewHTTPHandler(HTTPConfig{Checker: fuzzLimiter(f), MaxBodyBytes: 4096})
 	if err != nil {
 		f.Fatal(err)
@@ -43,6 +46,9 @@ func FuzzHTTPCheck(f *testing.F) {
 				var e errorJSON
 				if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Field == "" || !strings.HasPrefix(e.Error, e.Field+": ") {
 					t.Fatalf("%s %s?%s: 400 %s does not name a field", method, path, query, w.Body)
+				}
+				if len(e.Error) > 512 {
+					t.Fatalf("%s %s?%s: a 400 of %d bytes quotes too much input", method, path, query, len(e.Error))
 				}
 			default:
 				t.Fatalf("%s %s?%s: status %d %s", method, path, query, w.Code, w.Body)

@@ -109,6 +109,9 @@ func decodeCheckBody(data []byte) ([]limiter.Request, *httpError) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, badRequest("body", "unexpected data after the JSON object")
 	}
+	if herr := duplicateField(data); herr != nil {
+		return nil, herr
+	}
 	switch n := len(body.Checks); {
 	case n == 0:
 		return nil, badRequest("checks", "must hold at least one check")
@@ -188,15 +191,9 @@ func (it *checkItemJSON) toRequest(i int, defaultCost int64, dst *limiter.Reques
 	return nil
 }
 
-// quoteShort quotes s for an error message, cut to a sane length: the
-// value came from the client and may be huge.
-func quoteShort(s string) string {
-	const max = 64
-	if len(s) > max {
-		return strconv.Quote(s[:max]) + "..."
-	}
-	return strconv.Quote(s)
-}
+// quoteShort quotes s, a client's input, for an error message: at most
+// policy.MaxEcho bytes of it (policy.Echo).
+func quoteShort(s string) string { return policy.Echo(s) }
 
 // diagnoseJSON turns the error of the one-pass decode into a 400 naming
 // the field. It decodes again, item by item, to learn which item failed.
@@ -262,10 +259,7 @@ func jsonFieldError(err error, prefix string) *httpError {
 		if n, err := strconv.Unquote(name); err == nil {
 			name = n
 		}
-		if len(name) > 64 {
-			name = name[:64] + "..."
-		}
-		return badRequest(join(name), "unknown field")
+		return badRequest(join(shortField(name)), "unknown field")
 	}
 	return badRequest(join(""), strings.TrimPrefix(msg, "json: "))
 }
@@ -327,10 +321,7 @@ func onlyParams(q url.Values, allowed []string) *httpError {
 		if name == "" {
 			return badRequest("query", `a parameter with no name (as in "?=1" or "&&")`)
 		}
-		if len(name) > 64 {
-			name = name[:64] + "..."
-		}
-		return badRequest(name, fmt.Sprintf("unknown parameter (want %s)", strings.Join(allowed, ", ")))
+		return badRequest(shortField(name), fmt.Sprintf("unknown parameter (want %s)", strings.Join(allowed, ", ")))
 	}
 	return nil
 }
@@ -342,6 +333,9 @@ func requestFromQuery(q url.Values, hdr http.Header, allowed []string, defaultCo
 		return herr
 	}
 	it := checkItemJSON{Key: jsonKey{s: q.Get("key")}, Policy: q.Get("policy")}
+	if q.Has("key") && q.Has("key_header") {
+		return badRequest("key_header", "give either key or key_header, not both")
+	}
 	if it.Key.s == "" {
 		name := q.Get("key_header")
 		if name == "" {

@@ -416,6 +416,13 @@ func TestHTTPBadInput(t *testing.T) {
 		{"not JSON", `hello`, "body"},
 		{"array", `[{"key":"k"}]`, "body"},
 		{"trailing data", `{"checks":[{"key":"k","limit":1,"period":"1m"}]} {}`, "body"},
+		{"duplicate key", `{"checks":[{"key":"a","limit":1,"period":"1m","key":"b"}]}`, "checks[0].key"},
+		{"case-folded duplicate key", `{"checks":[{"key":"a","limit":1,"period":"1m","KEY":"b"}]}`, "checks[0].KEY"},
+		{"escaped duplicate key", `{"checks":[{"key":"a","limit":1,"period":"1m","\u006bey":"b"}]}`, "checks[0].key"},
+		{"kelvin-sign duplicate key", `{"checks":[{"key":"a","limit":1,"period":"1m","\u212aey":"b"}]}`, "checks[0].\u212aey"},
+		{"duplicate in second item", `{"checks":[{"key":"k","policy":"login"},{"key":"k","policy":"login","Policy":"api"}]}`, "checks[1].Policy"},
+		{"duplicate checks", `{"checks":[{"key":"k","policy":"login"}],"Checks":[{"key":"k","policy":"api"}]}`, "Checks"},
+		{"long unknown field", `{"checks":[{"key":"k","` + strings.Repeat("f", 3000) + `":1}]}`, "checks[0]." + strings.Repeat("f", 64) + "…(3000 bytes)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -462,6 +469,9 @@ func TestHTTPQueryBadInput(t *testing.T) {
 		{"missing key header", "/v1/check?key_header=X-Forwarded-For&policy=login", "key_header", nil},
 		{"blank key header", "/v1/check?key_header=X-Forwarded-For&policy=login", "key_header", []string{"X-Forwarded-For", " , 10.0.0.1"}},
 		{"long key header", "/v1/check?key_header=X-Key&policy=login", "key_header", []string{"X-Key", strings.Repeat("k", 1025)}},
+		{"key and key header", "/v1/check?key=k&key_header=X-Key&policy=login", "key_header", []string{"X-Key", "j"}},
+		{"empty key and key header", "/v1/check?key=&key_header=X-Key&policy=login", "key_header", []string{"X-Key", "j"}},
+		{"usage key and key header", "/v1/usage?key=k&key_header=X-Key&policy=login", "key_header", []string{"X-Key", "j"}},
 		{"bad limit", "/v1/check?key=k&limit=x&period=1m", "limit", nil},
 		{"negative limit", "/v1/check?key=k&limit=-1&period=1m", "limit", nil},
 		{"bad period", "/v1/check?key=k&limit=1&period=soon", "period", nil},
@@ -599,8 +609,8 @@ func TestHTTPAuthRequest(t *testing.T) {
 	if u.Used != 2 {
 		t.Errorf("usage of 203.0.113.7 = %+v", u)
 	}
-	// Another client is not affected; key wins over key_header.
-	if a := do(t, ts.Server, http.MethodGet, path+"&key=198.51.100.1", "", xff...); a.status != http.StatusOK {
+	// Another client is not affected.
+	if a := do(t, ts.Server, http.MethodGet, path, "", "X-Forwarded-For", "198.51.100.1"); a.status != http.StatusOK {
 		t.Errorf("other key: %s", a)
 	}
 	// HEAD works too (no body).

@@ -199,7 +199,7 @@ func TestUIBadInput(t *testing.T) {
 		{"/ui?refresh=-1", "refresh"},
 		{"/ui?refresh=3601", "refresh"},
 		{"/ui?refresh=1.5", "refresh"},
-		{"/ui?" + strings.Repeat("x", 100) + "=1", strings.Repeat("x", 64) + "..."},
+		{"/ui?" + strings.Repeat("x", 100) + "=1", strings.Repeat("x", 64) + "…(100 bytes)"},
 	}
 	for _, tc := range cases {
 		a := do(t, s.Server, http.MethodGet, tc.path, "")

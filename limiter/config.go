@@ -55,6 +55,10 @@ type Config struct {
 	// FetchTimeout bounds a fetch of a key's state from its previous owner;
 	// 0 means DefaultFetchTimeout. Must not be negative.
 	FetchTimeout time.Duration
+	// MaxLeaseTTL is the longest lease an Acquire may ask for under an
+	// inline limit or a policy without max_ttl (a policy's max_ttl
+	// replaces it); 0 means DefaultMaxLeaseTTL. In (0, MaxLeaseTTL].
+	MaxLeaseTTL time.Duration
 	// Grants configures local token grants for hot keys.
 	Grants GrantConfig
 	// ReportKeys bounds the keys whose fallback admissions wait to be
@@ -107,7 +111,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, shares: shares, ringCfg: cfg.Ring, peers: cfg.Peers,
-		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout}
+		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL}
 	if l.peers != nil {
 		l.peers = suspectGate{Peers: l.peers, l: l}
 	}
@@ -122,6 +126,9 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	if l.fetchTimeout == 0 {
 		l.fetchTimeout = DefaultFetchTimeout
+	}
+	if l.maxLeaseTTL == 0 {
+		l.maxLeaseTTL = DefaultMaxLeaseTTL
 	}
 	l.acks.ttl = l.pendingTTL
 	l.strays.ttl = l.pendingTTL
@@ -167,6 +174,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Replicas: at most %d, got %d", ErrInvalidConfig, MaxReplicas, c.Replicas)
 	case c.FetchTimeout < 0:
 		return fmt.Errorf("%w: FetchTimeout: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultFetchTimeout, c.FetchTimeout)
+	case c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > MaxLeaseTTL:
+		return fmt.Errorf("%w: MaxLeaseTTL: must be in [0, %s] (0 = %s), got %s", ErrInvalidConfig, MaxLeaseTTL, DefaultMaxLeaseTTL, c.MaxLeaseTTL)
 	}
 	// An empty member list checks the ring config without placing anything.
 	if _, err := ring.New(c.Ring, nil); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -20,14 +21,9 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	if r.limit.Algorithm != bucket.Concurrency {
 		return Lease{}, &FieldError{0, "algorithm", fmt.Sprintf("Acquire takes a concurrency limit, not %s", r.limit.Algorithm), ErrInvalid}
 	}
-	ttl := req.TTL
-	switch {
-	case ttl < 0:
-		return Lease{}, &FieldError{0, "ttl", "must be >= 0", ErrInvalid}
-	case ttl == 0:
-		ttl = DefaultLeaseTTL
-	case ttl > MaxLeaseTTL:
-		return Lease{}, &FieldError{0, "ttl", fmt.Sprintf("must be <= %s", MaxLeaseTTL), ErrInvalid}
+	ttl, err := l.leaseTTL(&r, req.TTL)
+	if err != nil {
+		return Lease{}, err
 	}
 	v := l.view.Load()
 	a, id, owner := l.acquire(ctx, v, 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Cost: req.Cost, Holder: HolderTag(req.Holder)}, ttl)
@@ -51,6 +47,25 @@ func (l *Limiter) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 	}
 	l.metrics.observe(&req.Request, r.hash, r.limit.Algorithm, &out.Result)
 	return out, nil
+}
+
+// leaseTTL is the lifetime of a lease asked for with ttl under r: 0 means
+// DefaultLeaseTTL (or the cap, when shorter); a ttl beyond the cap (the
+// policy's max_ttl, else the node's MaxLeaseTTL) is refused, naming it.
+func (l *Limiter) leaseTTL(r *resolved, ttl time.Duration) (time.Duration, error) {
+	limit, by := l.maxLeaseTTL, "the node's max lease TTL (sluice serve --max-lease-ttl)"
+	if r.maxTTL > 0 {
+		limit, by = r.maxTTL, "the max_ttl of policy "+r.policy
+	}
+	switch {
+	case ttl < 0:
+		return 0, &FieldError{0, "ttl", "must be >= 0", ErrInvalid}
+	case ttl == 0:
+		return min(DefaultLeaseTTL, limit), nil
+	case ttl > limit:
+		return 0, &FieldError{0, "ttl", fmt.Sprintf("%s exceeds %s, %s", ttl, by, limit), ErrInvalid}
+	}
+	return ttl, nil
 }
 
 // acquire takes a lease here or on the owner and names who answered.
@@ -104,7 +119,7 @@ func (l *Limiter) Release(ctx context.Context, req ReleaseRequest) (bool, Result
 	}
 	id, err := store.ParseLeaseID(req.LeaseID)
 	if err != nil {
-		return false, Result{}, &FieldError{0, "lease_id", fmt.Sprintf("malformed lease id %q: want 32 hex digits, as Acquire gave", req.LeaseID), ErrInvalid}
+		return false, Result{}, &FieldError{0, "lease_id", "malformed lease id " + policy.Echo(req.LeaseID) + ": want 32 hex digits, as Acquire gave", ErrInvalid}
 	}
 	a, ok, owner := l.release(ctx, l.view.Load(), 0, false, Forwarded{Hash: r.hash, Limit: r.limit, Holder: HolderTag(req.Holder)}, id)
 	return ok, Result{Result: a.Result, Err: a.Err, Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity(), Source: SourceOwner, Owner: owner}, nil

@@ -32,6 +32,7 @@ type Limiter struct {
 	log          *slog.Logger
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
+	maxLeaseTTL  time.Duration
 	policies     atomic.Pointer[policy.Set]
 	view         atomic.Pointer[view]
 	deciding     deciding // decisions (read) against view swaps (write): see deciding.go
@@ -105,6 +106,7 @@ type resolved struct {
 	policy string
 	mode   policy.FailureMode
 	grants policy.GrantMode
+	maxTTL time.Duration // the policy's max_ttl; 0 for none
 	hash   uint64
 }
 
@@ -124,11 +126,14 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		return out, &FieldError{i, "cost", "must be >= 0", ErrInvalid}
 	}
 	if r.Policy != "" {
+		if len(r.Policy) > policy.MaxNameLen {
+			return out, &FieldError{i, "policy", fmt.Sprintf("%d bytes, at most %d", len(r.Policy), policy.MaxNameLen), ErrUnknownPolicy}
+		}
 		p, ok := set.Lookup(r.Policy)
 		if !ok {
-			return out, &FieldError{i, "policy", fmt.Sprintf("unknown policy %q", r.Policy), ErrUnknownPolicy}
+			return out, &FieldError{i, "policy", "unknown policy " + policy.Echo(r.Policy), ErrUnknownPolicy}
 		}
-		out.limit, out.policy, out.mode, out.grants = p.Limit, p.Name, p.FailureMode, p.Grants
+		out.limit, out.policy, out.mode, out.grants, out.maxTTL = p.Limit, p.Name, p.FailureMode, p.Grants, p.MaxTTL
 	} else {
 		if !set.AllowInline && !r.Trusted {
 			return out, &FieldError{i, "limit", "inline limits are disabled by the policy file; name a policy", ErrInlineDisabled}

@@ -23,8 +23,15 @@ const (
 	MaxCost = bucket.MaxLimit
 	// DefaultLeaseTTL is the lease lifetime when a request gives none.
 	DefaultLeaseTTL = time.Minute
-	// MaxLeaseTTL is the longest lease lifetime accepted.
-	MaxLeaseTTL = 24 * time.Hour
+	// MaxLeaseTTL is the longest lease lifetime any configuration
+	// accepts (policy.MaxLeaseTTL).
+	MaxLeaseTTL = policy.MaxLeaseTTL
+	// DefaultMaxLeaseTTL is the longest lease an Acquire may ask for when
+	// neither Config.MaxLeaseTTL nor the policy's max_ttl says otherwise:
+	// an hour covers a long job or stream held without renewing (the
+	// longest TTL clients used before there was a cap), and bounds the
+	// slot a crashed or hostile holder keeps to an hour, not a day.
+	DefaultMaxLeaseTTL = time.Hour
 )
 
 // Sentinel errors. Errors returned by this package wrap one of them.

@@ -184,6 +184,10 @@ type Config struct {
 	// admitted in at most this long. Must be > 0 with Replicas;
 	// DefaultConfig: 50ms.
 	ReplicationInterval time.Duration
+	// MaxLeaseTTL is the longest lease an Acquire may ask for under an
+	// inline limit or a policy without max_ttl, in [0,
+	// limiter.MaxLeaseTTL]; 0 means limiter.DefaultMaxLeaseTTL.
+	MaxLeaseTTL time.Duration
 	// ShutdownTimeout bounds the drain of in-flight calls on shutdown.
 	ShutdownTimeout time.Duration
 	// Clock returns the current time; nil means time.Now. Tests inject a fake.
@@ -228,6 +232,7 @@ func DefaultConfig() Config {
 		Store:           st,
 		SweepInterval:   10 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
+		MaxLeaseTTL:     limiter.DefaultMaxLeaseTTL,
 
 		Replicas:            limiter.DefaultReplicas,
 		ReplicationInterval: 50 * time.Millisecond,
@@ -280,6 +285,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Replicas: must be from 0 (off) to %d, got %d", ErrInvalidConfig, limiter.MaxReplicas, c.Replicas)
 	case c.Replicas > 0 && c.ReplicationInterval <= 0:
 		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with Replicas %d", ErrInvalidConfig, c.Replicas)
+	case c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > limiter.MaxLeaseTTL:
+		return fmt.Errorf("%w: MaxLeaseTTL: must be in [0, %s] (0 = %s), got %s", ErrInvalidConfig, limiter.MaxLeaseTTL, limiter.DefaultMaxLeaseTTL, c.MaxLeaseTTL)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("%w: ShutdownTimeout: must be > 0", ErrInvalidConfig)
 	case c.RLSMaxMetricKeys < 0:

@@ -131,6 +131,7 @@ func New(cfg Config) (n *Node, err error) {
 		// A fetch from a previous owner happens inside a forwarded check:
 		// it must give up well before the forwarder's own peer deadline.
 		FetchTimeout: max(cfg.PeerTimeout/4, 10*time.Millisecond),
+		MaxLeaseTTL:  cfg.MaxLeaseTTL,
 		Grants:       cfg.Grants,
 		Replicas:     cmp.Or(cfg.Replicas, -1), // 0 is off here, the default there
 		Policies:     set,

@@ -24,7 +24,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w %q: want a number with a unit, e.g. 500ms, 1m, 1h30m or 7d", ErrDuration, s)
+		return 0, fmt.Errorf("%w %s: want a number with a unit, e.g. 500ms, 1m, 1h30m or 7d", ErrDuration, Echo(s))
 	}
 	return d, nil
 }
@@ -52,7 +52,7 @@ func parseDays(s string) (d time.Duration, ok bool, err error) {
 			return 0, false, nil
 		}
 		if n > (math.MaxInt64/int64(day)-int64(c-'0'))/10 {
-			return 0, true, fmt.Errorf("%w %q: too many days", ErrDuration, s)
+			return 0, true, fmt.Errorf("%w %s: too many days", ErrDuration, Echo(s))
 		}
 		n = n*10 + int64(c-'0')
 	}

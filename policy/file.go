@@ -250,7 +250,7 @@ func (p *parser) policyMap(n *yaml.Node) error {
 		k, v := kv[0], kv[1]
 		name := k.Value
 		if k.ShortTag() == "!!null" || !ValidName(name) {
-			return &FileError{Line: k.Line, Path: "policies", Reason: fmt.Sprintf("invalid policy name %q: want 1 to %d of A-Z a-z 0-9 _ . : -", name, MaxNameLen)}
+			return &FileError{Line: k.Line, Path: "policies", Reason: fmt.Sprintf("invalid policy name %s: want 1 to %d of A-Z a-z 0-9 _ . : -", Echo(name), MaxNameLen)}
 		}
 		path := "policies." + name
 		if line, dup := seen[name]; dup {
@@ -288,7 +288,7 @@ func ValidName(s string) bool {
 func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 	pol := Policy{Name: name, Limit: bucket.Limit{Algorithm: bucket.TokenBucket}}
 	n = resolve(n)
-	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, burst, failure_mode, grants)")
+	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, burst, failure_mode, grants, max_ttl)")
 	if err != nil {
 		return pol, err
 	}
@@ -296,6 +296,7 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 		seen       = make(map[string]int, len(pairs))
 		burstGiven bool
 		burstLine  int
+		maxTTLLine int
 		periodNode *yaml.Node
 	)
 	for _, kv := range pairs {
@@ -315,7 +316,7 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				a, err := bucket.ParseAlgorithm(s)
 				if err != nil {
 					return pol, &FileError{Line: lineOf(v), Path: fpath, Err: bucket.ErrUnknownAlgorithm,
-						Reason: fmt.Sprintf("unknown algorithm %q (want token_bucket, sliding_window, fixed_window, sliding_log, concurrency or fixed_window_hits)", s)}
+						Reason: fmt.Sprintf("unknown algorithm %s (want token_bucket, sliding_window, fixed_window, sliding_log, concurrency or fixed_window_hits)", Echo(s))}
 				}
 				pol.Limit.Algorithm = a
 			}
@@ -334,7 +335,7 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				d, err := ParseDuration(s)
 				if err != nil {
 					return pol, &FileError{Line: lineOf(v), Path: fpath, Err: ErrDuration,
-						Reason: fmt.Sprintf("invalid duration %q: want e.g. 500ms, 1m, 1h30m or 7d", s)}
+						Reason: fmt.Sprintf("invalid duration %s: want e.g. 500ms, 1m, 1h30m or 7d", Echo(s))}
 				}
 				pol.Limit.Period = d
 				periodNode = v
@@ -354,7 +355,7 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				m, err := ParseFailureMode(s)
 				if err != nil {
 					return pol, &FileError{Line: lineOf(v), Path: fpath, Err: ErrUnknownFailureMode,
-						Reason: fmt.Sprintf("unknown failure mode %q (want local, deny or allow)", s)}
+						Reason: fmt.Sprintf("unknown failure mode %s (want local, deny or allow)", Echo(s))}
 				}
 				pol.FailureMode = m
 			}
@@ -367,13 +368,28 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				g, err := ParseGrantMode(s)
 				if err != nil {
 					return pol, &FileError{Line: lineOf(v), Path: fpath, Err: ErrInvalid,
-						Reason: fmt.Sprintf("unknown grant mode %q (want auto, always or never)", s)}
+						Reason: fmt.Sprintf("unknown grant mode %s (want auto, always or never)", Echo(s))}
 				}
 				pol.Grants = g
 			}
+		case "max_ttl":
+			s, ok, err := stringField(v, fpath)
+			if err != nil || !ok {
+				return pol, err
+			}
+			d, err := ParseDuration(s)
+			if err != nil || d <= 0 || d > MaxLeaseTTL {
+				return pol, &FileError{Line: lineOf(v), Path: fpath, Err: ErrDuration,
+					Reason: fmt.Sprintf("invalid max_ttl %s: want a duration in (0, %s], e.g. 30s or 10m", Echo(s), MaxLeaseTTL)}
+			}
+			pol.MaxTTL, maxTTLLine = d, lineOf(v)
 		default:
-			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %s not found in %s (want algorithm, limit, period, burst, failure_mode or grants)", k.Value, path)}
+			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %.64s not found in %s (want algorithm, limit, period, burst, failure_mode, grants or max_ttl)", k.Value, path)}
 		}
+	}
+	if pol.MaxTTL != 0 && pol.Limit.Algorithm != bucket.Concurrency {
+		return pol, &FileError{Line: maxTTLLine, Path: path + ".max_ttl", Err: bucket.ErrInvalidLimit,
+			Reason: fmt.Sprintf("only concurrency takes a max_ttl, not %s", pol.Limit.Algorithm)}
 	}
 	if burstGiven && pol.Limit.Algorithm != bucket.TokenBucket {
 		return pol, &FileError{Line: burstLine, Path: path + ".burst", Err: bucket.ErrInvalidLimit,
@@ -430,7 +446,7 @@ func intField(n *yaml.Node, path string) (int64, bool, error) {
 	// Insist on an integer tag: the YAML library would truncate 1.5 to 1.
 	if s.ShortTag() != "!!int" || s.Decode(&i) != nil {
 		return 0, false, &FileError{Line: s.Line, Path: path, Err: bucket.ErrInvalidLimit,
-			Reason: fmt.Sprintf("must be an integer, not %q", s.Value)}
+			Reason: fmt.Sprintf("must be an integer, not %s", Echo(s.Value))}
 	}
 	return i, true, nil
 }
@@ -442,7 +458,7 @@ func boolField(n *yaml.Node, path string) (bool, bool, error) {
 	}
 	var b bool
 	if s.ShortTag() != "!!bool" || s.Decode(&b) != nil {
-		return false, false, &FileError{Line: s.Line, Path: path, Reason: fmt.Sprintf("must be true or false, not %q", s.Value)}
+		return false, false, &FileError{Line: s.Line, Path: path, Reason: fmt.Sprintf("must be true or false, not %s", Echo(s.Value))}
 	}
 	return b, true, nil
 }

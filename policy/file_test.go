@@ -75,6 +75,10 @@ policies:
   uploads:
     algorithm: concurrency
     limit: 4
+  jobs:
+    algorithm: concurrency
+    limit: 2
+    max_ttl: 2h
   "a.b:c-d_9":
     algorithm: sliding_window
     limit: 1
@@ -94,6 +98,7 @@ policies:
 		"defaults":  {Name: "defaults", Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: 500 * time.Millisecond}},
 		"log":       {Name: "log", Limit: bucket.Limit{Algorithm: bucket.SlidingLog, Limit: 10000, Period: 7 * 24 * time.Hour}, FailureMode: FailAllow},
 		"uploads":   {Name: "uploads", Limit: bucket.Limit{Algorithm: bucket.Concurrency, Limit: 4}},
+		"jobs":      {Name: "jobs", Limit: bucket.Limit{Algorithm: bucket.Concurrency, Limit: 2}, MaxTTL: 2 * time.Hour},
 		"a.b:c-d_9": {Name: "a.b:c-d_9", Limit: bucket.Limit{Algorithm: bucket.SlidingWindow, Limit: 1, Period: 90 * time.Minute}},
 	}
 	if s.Len() != len(want) {
@@ -171,6 +176,15 @@ func TestParseInvalid(t *testing.T) {
 		{"burst too slow", "policies:\n  api:\n    limit: 1\n    period: 366d\n    burst: 1000000000\n", "policies.api.burst: burst/limit"},
 		{"unknown algorithm", "policies:\n  x:\n    algorithm: leaky\n    limit: 5\n    period: 1m\n", "policies.x.algorithm: unknown algorithm \"leaky\""},
 		{"unknown failure mode", "policies:\n  x:\n    limit: 5\n    period: 1m\n    failure_mode: open\n", "policies.x.failure_mode: unknown failure mode \"open\""},
+		{"max_ttl zero", "policies:\n  c:\n    algorithm: concurrency\n    limit: 5\n    max_ttl: 0s\n", "line 5: policies.c.max_ttl: invalid max_ttl \"0s\": want a duration in (0, 24h0m0s]"},
+		{"max_ttl negative", "policies:\n  c:\n    algorithm: concurrency\n    limit: 5\n    max_ttl: -1m\n", "policies.c.max_ttl: invalid max_ttl \"-1m\""},
+		{"max_ttl too long", "policies:\n  c:\n    algorithm: concurrency\n    limit: 5\n    max_ttl: 25h\n", "policies.c.max_ttl: invalid max_ttl \"25h\""},
+		{"max_ttl bad", "policies:\n  c:\n    algorithm: concurrency\n    limit: 5\n    max_ttl: soon\n", "policies.c.max_ttl: invalid max_ttl \"soon\""},
+		{"max_ttl number", "policies:\n  c:\n    algorithm: concurrency\n    limit: 5\n    max_ttl: 60\n", "policies.c.max_ttl: invalid max_ttl \"60\""},
+		{"max_ttl list", "policies:\n  c:\n    algorithm: concurrency\n    limit: 5\n    max_ttl: [1m]\n", "policies.c.max_ttl: must be a string"},
+		{"max_ttl of a token bucket", "policies:\n  api:\n    limit: 5\n    period: 1m\n    max_ttl: 1m\n", "line 5: policies.api.max_ttl: only concurrency takes a max_ttl, not token_bucket"},
+		{"max_ttl long value", "policies:\n  c:\n    algorithm: concurrency\n    limit: 5\n    max_ttl: " + strings.Repeat("9", 5000) + "\n", "…(5000 bytes)"},
+		{"long policy name", "policies:\n  " + strings.Repeat("p", 65) + ":\n    limit: 5\n    period: 1m\n", "invalid policy name"},
 		{"unknown policy field", "policies:\n  api:\n    limit: 5\n    foo: 1\n    period: 1m\n", "line 4: field foo not found in policies.api"},
 		{"unknown top field", "allow_inline: true\npolicy:\n  api: {}\n", "line 2: field policy not found"},
 		{"allow_inline not bool", "allow_inline: yes\n", "allow_inline: must be true or false"},

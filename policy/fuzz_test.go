@@ -3,6 +3,8 @@ package policy
 import (
 	"errors"
 	"testing"
+
+	"github.com/sluice-rl/sluice/bucket"
 )
 
 // FuzzParse checks that Parse never panics, that every error wraps
@@ -11,6 +13,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(""))
 	f.Add([]byte("policies:\n  api:\n    limit: 100\n    period: 1m\n    burst: 200\n"))
 	f.Add([]byte("allow_inline: false\npolicies:\n  u: {algorithm: concurrency, limit: 4}\n"))
+	f.Add([]byte("policies:\n  u: {algorithm: concurrency, limit: 4, max_ttl: 90s}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
@@ -35,6 +38,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if err := p.Limit.Validate(); err != nil {
 				t.Fatalf("policy %q: %+v does not validate: %v", name, p.Limit, err)
+			}
+			if p.MaxTTL < 0 || p.MaxTTL > MaxLeaseTTL || p.MaxTTL != 0 && p.Limit.Algorithm != bucket.Concurrency {
+				t.Fatalf("policy %q: max_ttl %v of %s", name, p.MaxTTL, p.Limit.Algorithm)
 			}
 			if p.FailureMode > FailAllow {
 				t.Fatalf("policy %q: failure mode %d", name, p.FailureMode)

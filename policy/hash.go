@@ -14,7 +14,7 @@ const HashLen = 16
 
 // Hash returns a short digest of what the set decides: AllowInline and,
 // in name order, each policy's name, algorithm, limit, period, burst,
-// failure mode and grant mode. Two sets with the same Hash decide every
+// failure mode, grant mode and max_ttl (when given). Two sets with the same Hash decide every
 // check alike; a comment, the order of the policies or a default written
 // out (a token bucket's burst equal to its limit, a period given to a
 // concurrency limit) does not change it. Nodes gossip it to tell that they
@@ -44,6 +44,10 @@ func (s *Set) Hash() string {
 		b = binary.AppendVarint(b, l.Limit)
 		b = binary.AppendVarint(b, int64(l.Period))
 		b = binary.AppendVarint(b, l.Burst)
+		if p.MaxTTL != 0 { // only then, so that sets without one keep their hash
+			b = append(b, 't')
+			b = binary.AppendVarint(b, int64(p.MaxTTL))
+		}
 		h.Write(b)
 		b = b[:0]
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
 )
@@ -48,7 +49,7 @@ func ParseFailureMode(s string) (FailureMode, error) {
 			return FailureMode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %q (want local, deny or allow)", ErrUnknownFailureMode, s)
+	return 0, fmt.Errorf("%w: %s (want local, deny or allow)", ErrUnknownFailureMode, Echo(s))
 }
 
 // Policy is a named limit.
@@ -62,7 +63,15 @@ type Policy struct {
 	// Grants says whether nodes that do not own a key may hold token
 	// grants for it (token buckets only).
 	Grants GrantMode
+	// MaxTTL is the longest lease an Acquire may ask for (concurrency
+	// only; at most MaxLeaseTTL); 0 means the node's default
+	// (sluice serve --max-lease-ttl).
+	MaxTTL time.Duration
 }
+
+// MaxLeaseTTL is the largest max_ttl a policy may give: the longest lease
+// any node accepts.
+const MaxLeaseTTL = 24 * time.Hour
 
 // GrantMode says when a node answers a key's checks from tokens granted by
 // the key's owner instead of asking the owner each time.
@@ -100,5 +109,5 @@ func ParseGrantMode(s string) (GrantMode, error) {
 			return GrantMode(g), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown grant mode %q (want auto, always or never)", ErrInvalid, s)
+	return 0, fmt.Errorf("%w: unknown grant mode %s (want auto, always or never)", ErrInvalid, Echo(s))
 }

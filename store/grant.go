@@ -55,7 +55,7 @@ func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucke
 	}
 	in := old
 	if l.Limit > 0 {
-		in, _ = clampToken(in, l, now)
+		in, _ = bucket.ClampToken(in, l, now)
 	}
 	next, given, res, err := bucket.GiveToken(in, l, now, n)
 	switch {

@@ -109,7 +109,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 	}
 	if ok && l.Limit > 0 {
 		var clamped bool
-		if in, clamped = clampToken(in, l, now); clamped {
+		if in, clamped = bucket.ClampToken(in, l, now); clamped {
 			s.clamped.Add(1) // next != old below: the clamped state is stored
 		}
 	}

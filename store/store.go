@@ -29,7 +29,7 @@ type Store struct {
 	bytes   atomic.Int64
 	refused atomic.Uint64
 	// clamped counts token states found beyond their limit's horizon
-	// (see clampToken).
+	// (see bucket.ClampToken).
 	clamped atomic.Uint64
 	_       [64]byte
 }

@@ -21,10 +21,6 @@ const (
 	// MaxImportLeases is the most leases one imported concurrency state
 	// may hold.
 	MaxImportLeases = 1 << 20
-	// tokenAheadSlack is how much further than the limit's horizon a
-	// token state may run ahead of now before a take treats it as
-	// corrupt (see clampToken): room for a backwards clock step.
-	tokenAheadSlack = time.Hour
 )
 
 // Validate reports whether e is a state this node could have made itself
@@ -99,19 +95,4 @@ func (e *Entry) Validate(now int64) error {
 		return bad("algorithm", "unknown algorithm %v", e.Algorithm)
 	}
 	return nil
-}
-
-// clampToken returns in, or an empty bucket at now (TAT = now + horizon)
-// when in runs further ahead of now than l allows (its horizon plus
-// tokenAheadSlack for a clock step): a state made under a limit with a
-// longer horizon (a policy changed) or a corrupt one. An empty bucket is
-// the conservative reading: it admits nothing more than the limit allows,
-// and it refills within the limit's horizon rather than locking the key
-// out until the far TAT.
-func clampToken(in bucket.TokenState, l bucket.Limit, now int64) (bucket.TokenState, bool) {
-	h := int64(l.Horizon())
-	if in.TAT-now <= h+int64(tokenAheadSlack) {
-		return in, false
-	}
-	return bucket.TokenState{TAT: now + h}, true
 }

@@ -69,11 +69,35 @@ func TestTakeClampsTokenBeyondHorizon(t *testing.T) {
 	if c := s.Stats().Clamped; c != 1 {
 		t.Fatalf("Clamped = %d, want 1", c)
 	}
-	// Within the horizon plus an hour's clock step: kept as is.
-	if err := s.Import(Entry{Key: 2, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: now + int64(30*time.Minute)}}, now); err != nil {
+	// Within the horizon: kept as is.
+	if err := s.Import(Entry{Key: 2, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: now + int64(30*time.Second)}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := s.Take(2, l, now, 0); res.ResetAfter != 30*time.Minute {
-		t.Fatalf("a state within the slack was changed: %+v", res)
+	if res, _ := s.Take(2, l, now, 0); res.ResetAfter != 30*time.Second {
+		t.Fatalf("a state within the horizon was changed: %+v", res)
+	}
+}
+
+// The attack on one key: a caller with limit 1 burst 61 per minute
+// takes 61; a caller with 3/min on the same key and period then waits at
+// most its own emission interval (20s), not the attacker's hour.
+func TestTakeClampsOtherLimitsState(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
+	s := newStore(t, Config{})
+	attacker := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 1, Burst: 61, Period: time.Minute}
+	victim := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 3, Period: time.Minute}
+	if res, err := s.Take(1, attacker, now, 61); err != nil || !res.Allowed {
+		t.Fatalf("attacker: %+v, %v", res, err)
+	}
+	res, err := s.Take(1, victim, now, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RetryAfter > 20*time.Second || res.ResetAfter > time.Minute {
+		t.Fatalf("victim locked out: %+v, want a retry within 20s and a reset within 1m", res)
+	}
+	res, err = s.Take(1, victim, now+int64(20*time.Second), 1)
+	if err != nil || !res.Allowed {
+		t.Fatalf("victim after its own interval: %+v, %v", res, err)
 	}
 }

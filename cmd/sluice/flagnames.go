@@ -38,6 +38,7 @@ var serveFlags = map[string]string{
 	"PolicyFile":                   "config",
 	"RLSConfig":                    "rls-config",
 	"ShutdownTimeout":              "shutdown-timeout",
+	"MaxLeaseTTL":                  "max-lease-ttl",
 	"UIKeys":                       "ui-keys",
 	"Bounds.HTTPReadHeaderTimeout": "http-read-header-timeout",
 	"Bounds.HTTPReadTimeout":       "http-read-timeout",

@@ -83,6 +83,9 @@ func TestServeBadGCFlags(t *testing.T) {
 		{[]string{"--gc-percent", "ten"}, "gc-percent"},
 		{[]string{"--memory-limit", "-1"}, "memory-limit"},
 		{[]string{"--memory-limit", "lots"}, "memory-limit"},
+		{[]string{"--max-lease-ttl", "25h"}, "max-lease-ttl"},
+		{[]string{"--max-lease-ttl", "-1s"}, "max-lease-ttl"},
+		{[]string{"--max-lease-ttl", "soon"}, "max-lease-ttl"},
 	} {
 		err := runServe(context.Background(), serveArgs(tc.args...)[1:], io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.name) {

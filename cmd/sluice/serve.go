@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/version"
 	"github.com/sluice-rl/sluice/node"
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // runServe parses the serve flags and runs a node until SIGTERM or SIGINT.
@@ -44,6 +45,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", cfg.PeerTimeout, "deadline of each call to another node")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "how many heirs of each key (the nodes that take it over if its owner dies) keep a copy of its state; 0: off")
 	fs.DurationVar(&cfg.ReplicationInterval, "replication-interval", cfg.ReplicationInterval, "how often changed states are copied to their heirs: what a kill -9 of an owner may lose is what it admitted in this long")
+	fs.DurationVar(&cfg.MaxLeaseTTL, "max-lease-ttl", cfg.MaxLeaseTTL, fmt.Sprintf("longest lease an Acquire may ask for, under an inline limit or a policy without max_ttl (a policy's max_ttl replaces it); a longer ttl is refused (INVALID_ARGUMENT); at most %s", policy.MaxLeaseTTL))
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
 	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies; watched, and reloaded on SIGHUP")
 	fs.StringVar(&cfg.RLSConfig, "rls-config", "", "envoyproxy/ratelimit configuration of the Envoy rate limit service (envoy.service.ratelimit.v3, on the gRPC port): a YAML file or a directory of them, one domain each; watched, and reloaded on SIGHUP (default: no domains, every descriptor OK)")
