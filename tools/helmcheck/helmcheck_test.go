@@ -170,3 +170,32 @@ func TestServeFlagTwins(t *testing.T) {
 		t.Errorf("problems %q, want SLUICE_NO_SUCH_FLAG named", p)
 	}
 }
+
+// TestManifestsPodSecurity evaluates the pod template of the plain
+// manifests (deploy/kubernetes, which the secure overlay builds on) against
+// the restricted Pod Security Standard too, and a copy without its seccomp
+// profile to show the evaluation can fail.
+func TestManifestsPodSecurity(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/kubernetes/statefulset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, text string
+		allowed    bool
+	}{
+		{"deploy/kubernetes", string(b), true},
+		{"without seccompProfile", strings.ReplaceAll(string(b), "seccompProfile: {type: RuntimeDefault}", "seccompProfile: {type: Unconfined}"), false},
+	} {
+		o, problems := decode(map[string]string{"statefulset.yaml": c.text})
+		if len(problems) > 0 || len(o.statefulSets) != 1 {
+			t.Fatalf("%s: %q, %d StatefulSets", c.name, problems, len(o.statefulSets))
+		}
+		for _, sts := range o.statefulSets {
+			p := podSecurity(c.name, sts.Spec.Template.ObjectMeta, &sts.Spec.Template.Spec)
+			if (len(p) == 0) != c.allowed {
+				t.Errorf("%s: problems %q, want allowed %v", c.name, p, c.allowed)
+			}
+		}
+	}
+}
