@@ -11,8 +11,11 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -168,26 +171,63 @@ func TestKubernetesManifests(t *testing.T) {
 }
 
 // checkPodSpec checks what every StatefulSet of Sluice's needs in its pod
-// template: GOMEMLIMIT from the container's memory limit (the store's
-// memory cap derives from it), and topology spread over zones and machines
-// that selects the StatefulSet's own pods.
+// template: GOMEMLIMIT at 90% of the container's memory limit (the store's
+// memory cap derives from it), requests equal to limits (Guaranteed), the
+// secure defaults (seccomp RuntimeDefault, no service-account token, the
+// cluster secret from a mounted Secret), and topology spread over zones and
+// machines, honouring taints, that selects the StatefulSet's own pods.
 func checkPodSpec(t *testing.T, what string, sts doc) {
 	t.Helper()
 	c := doc(sts.get("spec.template.spec.containers.0").(map[string]any))
-	gomem := false
+	env := map[string]string{}
 	for _, e := range c.list("env") {
-		if e.get("name") == "GOMEMLIMIT" && e.get("valueFrom.resourceFieldRef.resource") == "limits.memory" {
-			gomem = true
+		env[e.get("name").(string)], _ = e.get("value").(string)
+	}
+	limit, err := memoryBytes(fmt.Sprint(c.get("resources.limits.memory")))
+	if err != nil {
+		t.Errorf("%s: resources.limits.memory: %v", what, err)
+	} else if want := fmt.Sprintf("%dMiB", limit*90/100/(1<<20)); env["GOMEMLIMIT"] != want {
+		t.Errorf("%s: GOMEMLIMIT %q, want %q: 90%% of limits.memory %v", what, env["GOMEMLIMIT"], want, c.get("resources.limits.memory"))
+	}
+	for _, r := range []string{"cpu", "memory"} {
+		req, lim := c.get("resources.requests."+r), c.get("resources.limits."+r)
+		if req == nil || fmt.Sprint(req) != fmt.Sprint(lim) {
+			t.Errorf("%s: %s request %v, limit %v: want them equal (Guaranteed)", what, r, req, lim)
 		}
 	}
-	if !gomem || c.get("resources.limits.memory") == nil {
-		t.Errorf("%s: GOMEMLIMIT is not set from the container's limits.memory (resourceFieldRef)", what)
+	spec := doc(sts.get("spec.template.spec").(map[string]any))
+	want(t, spec, "automountServiceAccountToken", false)
+	want(t, spec, "securityContext.seccompProfile.type", "RuntimeDefault")
+	want(t, spec, "securityContext.runAsNonRoot", true)
+	want(t, c, "securityContext.seccompProfile.type", "RuntimeDefault")
+	want(t, c, "securityContext.allowPrivilegeEscalation", false)
+	want(t, c, "securityContext.readOnlyRootFilesystem", true)
+	if !slices.Equal(c.strs("securityContext.capabilities.drop"), []string{"ALL"}) {
+		t.Errorf("%s: capabilities.drop %v, want [ALL]", what, c.get("securityContext.capabilities.drop"))
+	}
+	// The cluster secret: a file of the Secret sluice-cluster-secret,
+	// mounted as a directory.
+	secretOf := map[string]string{}
+	for _, v := range spec.list("volumes") {
+		secretOf[v.get("name").(string)], _ = v.get("secret.secretName").(string)
+	}
+	mounted := ""
+	for _, m := range c.list("volumeMounts") {
+		if m.get("mountPath") == filepath.Dir(env["SLUICE_CLUSTER_SECRET_FILE"]) && m.get("subPath") == nil {
+			mounted = secretOf[m.get("name").(string)]
+		}
+	}
+	if mounted != "sluice-cluster-secret" {
+		t.Errorf("%s: SLUICE_CLUSTER_SECRET_FILE=%q is not in the mounted Secret sluice-cluster-secret", what, env["SLUICE_CLUSTER_SECRET_FILE"])
 	}
 	podLabels := sts.get("spec.template.metadata.labels")
 	keys := map[string]string{}
 	for _, tsc := range sts.list("spec.template.spec.topologySpreadConstraints") {
 		key, _ := tsc.get("topologyKey").(string)
 		keys[key], _ = tsc.get("whenUnsatisfiable").(string)
+		if tsc.get("nodeTaintsPolicy") != "Honor" {
+			t.Errorf("%s: topology spread over %s: nodeTaintsPolicy %v, want Honor", what, key, tsc.get("nodeTaintsPolicy"))
+		}
 		if skew, _ := tsc.get("maxSkew").(int); skew != 1 {
 			t.Errorf("%s: topology spread over %s: maxSkew %v, want 1", what, key, tsc.get("maxSkew"))
 		}
@@ -226,4 +266,17 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("%s: SLUICE_JOIN = %q", name, j)
 		}
 	}
+}
+
+// memoryBytes reads a memory quantity as the manifests write it: a whole
+// number with an optional binary unit (2Gi, 1536Mi).
+func memoryBytes(q string) (int64, error) {
+	units := map[string]int64{"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+	n := strings.TrimRight(q, "KMGTi")
+	u, ok := units[q[len(n):]]
+	v, err := strconv.ParseInt(n, 10, 64)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("%q: want a whole number with Ki, Mi, Gi or Ti", q)
+	}
+	return v * u, nil
 }

@@ -279,6 +279,9 @@ func TestSecureOverlay(t *testing.T) {
 	if got := ports(clients); !slices.Equal(got, []string{"8080/TCP", "8081/TCP"}) {
 		t.Errorf("clients are admitted on %v, want 8080/TCP, 8081/TCP", got)
 	}
+	if from := clients.list("from"); len(from) == 0 {
+		t.Error("the client rule admits anyone: want the namespace's pods (or narrower)")
+	}
 
 	renderWithKubectl(t, dir)
 }

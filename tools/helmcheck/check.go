@@ -21,7 +21,9 @@ type objects struct {
 	configMaps      map[string]*corev1.ConfigMap
 	pdbs            map[string]*policyv1.PodDisruptionBudget
 	networkPolicies map[string]*networkingv1.NetworkPolicy
+	secrets         map[string]*corev1.Secret
 	serviceMonitors map[string]map[string]any // no Go type here: the operator's CRD
+	certificates    map[string]map[string]any // nor here: cert-manager's CRD
 }
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
@@ -32,6 +34,7 @@ func decode(files map[string]string) (objects, []string) {
 		statefulSets: map[string]*appsv1.StatefulSet{}, services: map[string]*corev1.Service{},
 		configMaps: map[string]*corev1.ConfigMap{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		networkPolicies: map[string]*networkingv1.NetworkPolicy{}, serviceMonitors: map[string]map[string]any{},
+		secrets: map[string]*corev1.Secret{}, certificates: map[string]map[string]any{},
 	}
 	var problems []string
 	names := make([]string, 0, len(files))
@@ -73,6 +76,12 @@ func decode(files map[string]string) (objects, []string) {
 			case "NetworkPolicy":
 				v := &networkingv1.NetworkPolicy{}
 				err, o.networkPolicies[name] = yaml.UnmarshalStrict([]byte(text), v), v
+			case "Secret":
+				v := &corev1.Secret{}
+				err, o.secrets[name] = yaml.UnmarshalStrict([]byte(text), v), v
+			case "Certificate":
+				v := map[string]any{}
+				err, o.certificates[name] = yaml.Unmarshal([]byte(text), &v), v
 			case "ServiceMonitor":
 				v := map[string]any{}
 				err, o.serviceMonitors[name] = yaml.Unmarshal([]byte(text), &v), v
@@ -176,6 +185,7 @@ func check(o objects, vals map[string]any, flags map[string]bool) []string {
 	}
 
 	p = append(p, checkPod(name, sts, vals, flags)...)
+	p = append(p, checkSecurity(name, o, sts, vals)...)
 	p = append(p, checkOptional(name, o, client, pod.Labels, vals)...)
 
 	// The volumes' ConfigMaps: the policies always, the RLS rules when set.
@@ -236,16 +246,13 @@ func checkPod(name string, sts *appsv1.StatefulSet, vals map[string]any, flags m
 			fail("StatefulSet %s: env %s set twice", name, e.Name)
 		}
 		env[e.Name] = e
-		if n, ok := strings.CutPrefix(e.Name, "SLUICE_"); ok && flags != nil && !flags[strings.ToLower(strings.ReplaceAll(n, "_", "-"))] {
+		if n, ok := strings.CutPrefix(e.Name, "SLUICE_"); ok && flags != nil && !flags[flagOf(n)] && !pendingFlags[flagOf(n)] {
 			fail("StatefulSet %s: env %s is no `sluice serve` flag's twin", name, e.Name)
 		}
 	}
 	limit, hasLimit := c.Resources.Limits[corev1.ResourceMemory]
 	if !hasLimit {
 		fail("StatefulSet %s: no resources.limits.memory", name)
-	}
-	if g := env["GOMEMLIMIT"]; g.ValueFrom == nil || g.ValueFrom.ResourceFieldRef == nil || g.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
-		fail("StatefulSet %s: GOMEMLIMIT is not set from limits.memory (resourceFieldRef): %+v", name, g)
 	}
 	// The store cap: store.maxBytes, or memoryPercent of the limit rounded
 	// down to a MiB, computed here independently of the template.
@@ -278,6 +285,9 @@ func checkPod(name string, sts *appsv1.StatefulSet, vals map[string]any, flags m
 	}
 	return p
 }
+
+// flagOf is the flag of a SLUICE_* variable's name without the prefix.
+func flagOf(n string) string { return strings.ToLower(strings.ReplaceAll(n, "_", "-")) }
 
 // resourceSeconds reads "30s".
 func resourceSeconds(s string) (int64, error) {
@@ -357,6 +367,9 @@ func checkOptional(name string, o objects, client *corev1.Service, podLabels map
 			}
 			for _, port := range rule.Ports {
 				if _, ok := peerOnly[port.Port.IntVal]; !ok {
+					if len(rule.From) == 0 {
+						fail("NetworkPolicy %s admits anyone on port %d: want the namespace or networkPolicy.clientFrom", name, port.Port.IntVal)
+					}
 					continue
 				}
 				if !onlyPeers {

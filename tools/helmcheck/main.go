@@ -7,12 +7,19 @@
 //	bin/helmcheck --sluice bin/sluice deploy/helm/sluice
 //
 // For the chart's default values and for each values file of its ci/
-// directory (ci/all-on-values.yaml turns every optional part on), it lints
-// the chart (failing on a lint error or warning, as `helm lint --strict`),
-// renders it as `helm template` would, decodes every manifest strictly into
-// its Kubernetes API type (an unknown or misspelled field fails), and checks
-// what a Sluice cluster needs of them (check.go). With --sluice, every
-// SLUICE_* variable must be the twin of a `sluice serve` flag of that binary.
+// directory (ci/all-on-values.yaml turns every optional part on;
+// cert-manager-values.yaml, existing-secrets-values.yaml and
+// insecure-values.yaml are the security modes), it lints the chart (failing
+// on a lint error or warning, as `helm lint --strict`), renders it as `helm
+// template` would, decodes every manifest strictly into its Kubernetes API
+// type (an unknown or misspelled field fails), and checks what a Sluice
+// cluster needs of them (check.go) and its secure defaults (secure.go): the
+// pod template against the restricted Pod Security Standard with Kubernetes'
+// own k8s.io/pod-security-admission (pss.go), no service-account token,
+// Guaranteed resources, GOMEMLIMIT at 90% of the memory limit, the cluster
+// secret and certificates wired from Secrets that hold them. With --sluice,
+// every SLUICE_* variable must be the twin of a `sluice serve` flag of that
+// binary.
 //
 //	bin/helmcheck package --version 0.1.0 --out dist deploy/helm/sluice
 //
@@ -156,6 +163,9 @@ func checkChart(chartDir string, vs valueSet, flags map[string]bool, show bool) 
 	vals, err := effectiveValues(chartDir, vs)
 	if err != nil {
 		return append(problems, err.Error())
+	}
+	if vs.values == nil {
+		problems = append(problems, checkDefaults(objs, vals)...)
 	}
 	return append(problems, check(objs, vals, flags)...)
 }
