@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/internal/activity"
+	"github.com/sluice-rl/sluice/internal/logcap"
 	"github.com/sluice-rl/sluice/internal/version"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
@@ -76,7 +77,14 @@ func New(cfg Config) (n *Node, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("node", cfg.NodeName)
+	// Every component logs through the caps: a line a second per reason
+	// at WARN and above, every record counted (internal/logcap).
+	reg := prometheus.NewRegistry()
+	capped, err := logcap.New(log.Handler(), logcap.Config{Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	log = slog.New(capped).With("node", cfg.NodeName)
 	sec, err := loadTLS(cfg, log)
 	if err != nil {
 		return nil, err
@@ -103,7 +111,6 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: PeerAddr: listen %s: %w", cfg.PeerAddr, err)
 	}
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pm, err := transport.NewPeerMetrics(reg)
 	if err != nil {
