@@ -13,6 +13,15 @@ import (
 	"github.com/sluice-rl/sluice/internal/wire"
 )
 
+// The defaults of the caps (Bounds): those of internal/wire.
+const (
+	DefaultMaxConns           = wire.DefaultMaxConns
+	DefaultMaxStreamsPerConn  = wire.DefaultMaxStreamsPerConn
+	DefaultMaxInflightPerConn = wire.DefaultMaxInflightPerConn
+	DefaultMaxInflight        = wire.DefaultMaxInflight
+	DefaultShedMemoryShare    = wire.DefaultShedShare
+)
+
 // limits are the node's caps against exhaustion (docs/limits.md): one
 // wire.Limits per listener, and one memory shedder for all.
 type limits struct {

@@ -48,7 +48,7 @@ type Node struct {
 	grpcAdv  string
 	peerAdv  string
 	sec      security
-	caps     *limits // limits.go
+	caps     *limits       // limits.go
 	handoff  chan struct{} // buffer 1: the ring changed, hand off
 	serving  atomic.Bool
 	stopping atomic.Bool
