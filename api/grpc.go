@@ -51,6 +51,11 @@ type GRPCConfig struct {
 	// CheckStream's goroutines recover with it); nil logs to
 	// slog.Default() and counts nothing.
 	Recovery *wire.Recovery
+	// Limits, if not nil, admit CheckStream's messages (the in-flight
+	// budgets of their connection and of the listener, memory shedding)
+	// and run them on the listener's pool; the server's options that
+	// enforce the rest (Limits.ServerOptions) come in ServerOptions.
+	Limits *wire.Limits
 }
 
 // GRPC is the gRPC server with sluice.v1, grpc.health.v1 and reflection.
@@ -88,7 +93,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	opts = append(opts, cfg.ServerOptions...)
 	srv := grpc.NewServer(opts...)
 	drainCtx, drain := context.WithCancel(context.Background())
-	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx, recovery: cfg.Recovery,
+	api := &rateLimiterServer{svc: cfg.Service, drain: drainCtx, recovery: cfg.Recovery, limits: cfg.Limits,
 		obsCheck:   m.observer("grpc", "Check"),
 		obsAcquire: m.observer("grpc", "Acquire"),
 		obsRelease: m.observer("grpc", "Release"),
@@ -125,6 +130,7 @@ type rateLimiterServer struct {
 	sluicev1.UnimplementedRateLimiterServer
 	scratch                          sync.Pool // of *checkScratch
 	svc                              Service
+	limits                           *wire.Limits // nil: none
 	obsCheck, obsAcquire, obsRelease interface{ Observe(float64) }
 	obsStream                        interface{ Observe(float64) }
 	// drain ends when the server asks CheckStream clients to go away.

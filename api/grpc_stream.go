@@ -44,7 +44,17 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 	return wire.ServeBatches(recv, stream.Send, wire.Batches[*sluicev1.CheckStreamRequest, *sluicev1.CheckStreamResponse]{
 		Drain: s.drain, DrainMsg: &sluicev1.CheckStreamResponse{Drain: true},
 		Handle: handle, Fail: fail, Method: sluicev1.RateLimiter_CheckStream_FullMethodName, Recovery: s.recovery,
+		Gate: s.gate(ctx),
 	})
+}
+
+// gate is the admission of the messages of the stream of ctx; nil without
+// limits.
+func (s *rateLimiterServer) gate(ctx context.Context) *wire.Gate {
+	if s.limits == nil {
+		return nil
+	}
+	return s.limits.Gate(ctx)
 }
 
 // checkBatch decides one stream message. Items are independent: one that

@@ -62,6 +62,27 @@ type Bounds struct {
 	// GRPCMaxRecvBytes bounds one message received by the gRPC server;
 	// beyond it the call fails with ResourceExhausted.
 	GRPCMaxRecvBytes int
+	// MaxConns bounds the open connections of each listener (gRPC, peer,
+	// HTTP); one more is closed at once and counted in
+	// sluice_refused_total{reason="connections"}. 0: wire.DefaultMaxConns.
+	MaxConns int
+	// MaxStreamsPerConn bounds the concurrent streams (calls) of one gRPC
+	// connection, on the gRPC and peer ports. 0:
+	// wire.DefaultMaxStreamsPerConn.
+	MaxStreamsPerConn int
+	// MaxInflightPerConn bounds the messages and unary calls of one gRPC
+	// connection being decided or answered at once, over all its streams;
+	// one more is answered RESOURCE_EXHAUSTED. 0:
+	// wire.DefaultMaxInflightPerConn.
+	MaxInflightPerConn int
+	// MaxInflight bounds them over each gRPC listener, and sizes its
+	// work pool. 0: wire.DefaultMaxInflight.
+	MaxInflight int
+	// ShedMemoryShare is the share of the Go memory limit above which new
+	// work is refused (gRPC RESOURCE_EXHAUSTED, HTTP 503 with
+	// Retry-After) until memory falls, in (0, 1]; 0:
+	// wire.DefaultShedShare. Without a memory limit nothing is shed.
+	ShedMemoryShare float64
 }
 
 // withDefaults returns b with its zero fields set to the defaults.
@@ -109,6 +130,16 @@ func (b Bounds) validate() error {
 		return fmt.Errorf("%w: Bounds.HTTPMaxBodyBytes: must be >= 0 (0: the default)", ErrInvalidConfig)
 	case b.GRPCMaxRecvBytes < 0:
 		return fmt.Errorf("%w: Bounds.GRPCMaxRecvBytes: must be >= 0 (0: the default)", ErrInvalidConfig)
+	case b.MaxConns < 0:
+		return fmt.Errorf("%w: Bounds.MaxConns: must be >= 0 (0: the default)", ErrInvalidConfig)
+	case b.MaxStreamsPerConn < 0:
+		return fmt.Errorf("%w: Bounds.MaxStreamsPerConn: must be >= 0 (0: the default)", ErrInvalidConfig)
+	case b.MaxInflightPerConn < 0:
+		return fmt.Errorf("%w: Bounds.MaxInflightPerConn: must be >= 0 (0: the default)", ErrInvalidConfig)
+	case b.MaxInflight < 0:
+		return fmt.Errorf("%w: Bounds.MaxInflight: must be >= 0 (0: the default)", ErrInvalidConfig)
+	case !(b.ShedMemoryShare >= 0 && b.ShedMemoryShare <= 1):
+		return fmt.Errorf("%w: Bounds.ShedMemoryShare: must be in (0, 1] (0: the default), got %v", ErrInvalidConfig, b.ShedMemoryShare)
 	}
 	return nil
 }

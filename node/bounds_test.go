@@ -186,10 +186,16 @@ func TestGRPCMaxRecvBytes(t *testing.T) {
 // Negative bounds are an error of New naming the field.
 func TestBoundsValidated(t *testing.T) {
 	for field, mutate := range map[string]func(*node.Bounds){
-		"Bounds.HTTPReadTimeout":  func(b *node.Bounds) { b.HTTPReadTimeout = -1 },
-		"Bounds.HTTPIdleTimeout":  func(b *node.Bounds) { b.HTTPIdleTimeout = -time.Second },
-		"Bounds.HTTPMaxBodyBytes": func(b *node.Bounds) { b.HTTPMaxBodyBytes = -1 },
-		"Bounds.GRPCMaxRecvBytes": func(b *node.Bounds) { b.GRPCMaxRecvBytes = -1 },
+		"Bounds.HTTPReadTimeout":    func(b *node.Bounds) { b.HTTPReadTimeout = -1 },
+		"Bounds.HTTPIdleTimeout":    func(b *node.Bounds) { b.HTTPIdleTimeout = -time.Second },
+		"Bounds.HTTPMaxBodyBytes":   func(b *node.Bounds) { b.HTTPMaxBodyBytes = -1 },
+		"Bounds.GRPCMaxRecvBytes":   func(b *node.Bounds) { b.GRPCMaxRecvBytes = -1 },
+		"Bounds.MaxConns":           func(b *node.Bounds) { b.MaxConns = -1 },
+		"Bounds.MaxStreamsPerConn":  func(b *node.Bounds) { b.MaxStreamsPerConn = -1 },
+		"Bounds.MaxInflightPerConn": func(b *node.Bounds) { b.MaxInflightPerConn = -1 },
+		"Bounds.MaxInflight":        func(b *node.Bounds) { b.MaxInflight = -1 },
+		"Bounds.ShedMemoryShare":    func(b *node.Bounds) { b.ShedMemoryShare = 1.5 },
+		"Bounds.ShedMemoryShare:":   func(b *node.Bounds) { b.ShedMemoryShare = -0.1 },
 	} {
 		cfg := node.LocalConfig("n1")
 		mutate(&cfg.Bounds)
@@ -198,7 +204,7 @@ func TestBoundsValidated(t *testing.T) {
 			n.Close()
 			t.Fatalf("%s: New accepted it", field)
 		}
-		if !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), field+":") {
+		if !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), strings.TrimSuffix(field, ":")+":") {
 			t.Errorf("%s: %v", field, err)
 		}
 	}

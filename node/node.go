@@ -48,6 +48,7 @@ type Node struct {
 	grpcAdv  string
 	peerAdv  string
 	sec      security
+	caps     *limits       // limits.go
 	handoff  chan struct{} // buffer 1: the ring changed, hand off
 	serving  atomic.Bool
 	stopping atomic.Bool
@@ -76,6 +77,10 @@ func New(cfg Config) (n *Node, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	reg := prometheus.NewRegistry()
+	if log, err = cappedLogger(log, reg); err != nil { // every component logs through it
+		return nil, err
+	}
 	log = log.With("node", cfg.NodeName)
 	sec, err := loadTLS(cfg, log)
 	if err != nil {
@@ -102,8 +107,11 @@ func New(cfg Config) (n *Node, err error) {
 	if n.peerLn, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
 		return nil, fmt.Errorf("node: PeerAddr: listen %s: %w", cfg.PeerAddr, err)
 	}
+	if n.caps, err = newLimits(cfg.Bounds, reg, log); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.grpcLn, n.peerLn, n.httpLn = n.caps.listeners(n.grpcLn, n.peerLn, n.httpLn)
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pm, err := transport.NewPeerMetrics(reg)
 	if err != nil {
@@ -185,8 +193,9 @@ func New(cfg Config) (n *Node, err error) {
 	// Every gRPC server of the node recovers panics with rec.
 	rec := tm.Recovery(n.log)
 	opts := append(n.sec.publicGRPCOptions(), cfg.Bounds.grpcOptions()...)
+	opts = append(opts, n.caps.public.ServerOptions()...)
 	opts = append(opts, cfg.tracingServerOptions()...)
-	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec, ServerOptions: opts}); err != nil {
+	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec, ServerOptions: opts, Limits: n.caps.public}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
@@ -211,7 +220,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.http = cfg.Bounds.httpServer(handler, log)
+	n.http = cfg.Bounds.httpServer(n.caps.shedHTTP(handler), log)
 	n.http.TLSConfig = n.sec.httpTLSConfig()
 	return n, nil
 }
@@ -334,6 +343,7 @@ func (n *Node) closeAll() error {
 		errs = append(errs, n.peers.Close())
 	}
 	n.shutdownTracing()
+	n.caps.close()
 	return errors.Join(errs...)
 }
 
@@ -394,6 +404,7 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error { n.replicateLoop(gctx); return nil })
 	}
 	g.Go(func() error { n.activityLoop(gctx); return nil })
+	g.Go(func() error { n.caps.run(gctx); return nil })
 	if n.rlsLoad != nil {
 		g.Go(func() error { return n.rlsLoad.Run(gctx) })
 	}

@@ -17,7 +17,8 @@ import (
 // against the peer CA and admits only peers (tlsconfig.PeerAuth).
 func (n *Node) newPeerServer(pm *transport.PeerMetrics, rec *wire.Recovery) error {
 	var err error
-	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: n.cfg.NodeName, Metrics: pm, Recovery: rec}); err != nil {
+	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: n.cfg.NodeName, Metrics: pm, Recovery: rec,
+		Limits: n.caps.peer}); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	// Sluice's server options as on the public server (wire.ServerOptions:
@@ -28,6 +29,7 @@ func (n *Node) newPeerServer(pm *transport.PeerMetrics, rec *wire.Recovery) erro
 	opts = append(opts, n.sec.peerServerOptions()...)
 	opts = append(opts, transport.ProtocolServerOptions()...)
 	opts = append(opts, n.cfg.Bounds.grpcOptions()...)
+	opts = append(opts, n.caps.peer.ServerOptions()...)
 	opts = append(opts, n.cfg.tracingServerOptions()...)
 	n.peerGRPC = grpc.NewServer(opts...)
 	n.peerSrv.Register(n.peerGRPC)

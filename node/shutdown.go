@@ -16,6 +16,7 @@ import (
 func (n *Node) shutdown() error {
 	n.stopping.Store(true)
 	defer n.shutdownTracing() // last: the servers and peer client have ended their spans
+	defer n.caps.close()
 	if n.crashed.Load() {
 		n.limiter.Close()
 		return n.peers.Close()

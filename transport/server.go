@@ -68,6 +68,11 @@ type ServerConfig struct {
 	// gRPC server's interceptors, wire.Recovery.ServerOptions, cover the
 	// handlers themselves); nil logs to slog.Default().
 	Recovery *wire.Recovery
+	// Limits, if not nil, admit CheckStream's messages (the in-flight
+	// budgets of their connection and of the listener, memory shedding)
+	// and run them on the listener's pool; the gRPC server's options that
+	// enforce the rest are Limits.ServerOptions, the node's to install.
+	Limits *wire.Limits
 }
 
 // Server serves the node-to-node service sluice.v1.Peer. It is registered
@@ -97,7 +102,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("%w: ServerConfig.Self: must not be empty", ErrInvalidConfig)
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
-	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx, recovery: cfg.Recovery}
+	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx, recovery: cfg.Recovery, limits: cfg.Limits}
 	for i, method := range peerMethods {
 		ps.obs[i] = cfg.Metrics.peerServedObserver(method)
 	}
@@ -135,6 +140,7 @@ type peerServer struct {
 	// never.
 	drain    context.Context
 	recovery *wire.Recovery
+	limits   *wire.Limits // nil: none
 }
 
 func (s *peerServer) observe(method int, start time.Time) {

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"context"
+
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/internal/wire"
@@ -30,5 +32,15 @@ func (s *peerServer) CheckStream(stream sluicev1.Peer_CheckStreamServer) error {
 	return wire.ServeBatches(stream.Recv, stream.Send, wire.Batches[*sluicev1.PeerCheckStreamRequest, *sluicev1.PeerCheckStreamResponse]{
 		Drain: s.drain, DrainMsg: &sluicev1.PeerCheckStreamResponse{Drain: true},
 		Handle: handle, Fail: fail, Method: sluicev1.Peer_CheckStream_FullMethodName, Recovery: s.recovery,
+		Gate: s.gate(ctx),
 	})
+}
+
+// gate is the admission of the messages of the stream of ctx; nil without
+// limits.
+func (s *peerServer) gate(ctx context.Context) *wire.Gate {
+	if s.limits == nil {
+		return nil
+	}
+	return s.limits.Gate(ctx)
 }

@@ -47,6 +47,11 @@ var serveFlags = map[string]string{
 	"Bounds.HTTPMaxHeaderBytes":    "http-max-header-bytes",
 	"Bounds.HTTPMaxBodyBytes":      "http-max-body-bytes",
 	"Bounds.GRPCMaxRecvBytes":      "grpc-max-recv-bytes",
+	"Bounds.MaxConns":              "max-conns",
+	"Bounds.MaxStreamsPerConn":     "max-streams-per-conn",
+	"Bounds.MaxInflightPerConn":    "max-inflight-per-conn",
+	"Bounds.MaxInflight":           "max-inflight",
+	"Bounds.ShedMemoryShare":       "shed-memory-share",
 }
 
 // serveFieldRE matches the names of serveFlags as whole words (so that

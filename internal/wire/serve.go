@@ -26,17 +26,26 @@ type Batches[Req, Resp any] struct {
 	// MaxInflight bounds the messages decided at once; 0 means
 	// MaxStreamInflight.
 	MaxInflight int
+	// Gate admits each message (the budgets of the stream's connection and
+	// listener, memory shedding) and runs it on the listener's pool; a
+	// message it refuses is answered at once by Fail with its
+	// RESOURCE_EXHAUSTED error. nil admits all, each on a goroutine of its
+	// own.
+	Gate *Gate
 }
 
 // ServeBatches is the server side of a stream of batches (CheckStream and
-// Peer.CheckStream): each message is handled in a goroutine of its own, so
+// Peer.CheckStream): each message is handled on a worker of its own (b.Gate), so
 // a batch that waits on another node (a key mid-handoff, an owner not
 // answering) does not hold up the batches behind it, and answers go out as
 // they are ready, under a lock (a stream's Send is not safe for concurrent
 // use). At most b.MaxInflight messages are decided at once: with that many
 // unanswered, ServeBatches reads nothing more until one is answered, so a
 // client that sends without reading the replies is held back by flow
-// control rather than costing a goroutine per message. A panic in Handle
+// control rather than costing a goroutine per message. Past the budget of
+// its connection, or of the node (b.Gate), a message is answered
+// RESOURCE_EXHAUSTED at once: one client's excess is refused, not queued
+// in front of the others'. A panic in Handle
 // is recovered in its goroutine (b.Recovery) and the message answered by
 // b.Fail. When b.Drain ends, b.DrainMsg asks the client to close its side;
 // ServeBatches returns once the client has closed it and every batch has
@@ -81,11 +90,17 @@ func ServeBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error
 			}
 			return err
 		}
+		if err := b.Gate.Enter(); err != nil {
+			sendOne(b.Fail(req, err))
+			<-slots
+			continue
+		}
 		wg.Add(1)
-		go func() {
+		b.Gate.Go(func() {
 			defer wg.Done()
 			defer func() { <-slots }()
 			sendOne(handle(req))
-		}()
+			b.Gate.Leave()
+		})
 	}
 }

@@ -1,0 +1,228 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Default caps of one listener (see LimitsConfig).
+const (
+	DefaultMaxConns           = 4096
+	DefaultMaxStreamsPerConn  = 128
+	DefaultMaxInflightPerConn = 1024
+	DefaultMaxInflight        = 4096
+)
+
+// The reasons a message or a connection is refused, as counted.
+const (
+	RefusedConns   = "connections"
+	RefusedConn    = "connection_inflight"
+	RefusedNode    = "node_inflight"
+	RefusedMemory  = "memory"
+	RefusedStreams = "streams"
+)
+
+// ErrLimits wraps every invalid LimitsConfig.
+var ErrLimits = errors.New("wire: invalid limits")
+
+// LimitsConfig are the caps of one gRPC listener (the public API port or
+// the peer port), so that no client can starve the node: zero fields take
+// the Default* constants.
+type LimitsConfig struct {
+	// MaxConns bounds the open connections of the listener; one past it is
+	// closed at once (refused, not queued: a client learns at once that
+	// this node is full, rather than waiting in the kernel's backlog).
+	MaxConns int
+	// MaxStreamsPerConn bounds the concurrent streams (calls) of one
+	// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).
+	MaxStreamsPerConn int
+	// MaxInflightPerConn bounds the messages and unary calls of one
+	// connection being decided or answered at once, over all its streams;
+	// one past it is answered RESOURCE_EXHAUSTED.
+	MaxInflightPerConn int
+	// MaxInflight bounds them over the whole listener, and is the size of
+	// its work pool.
+	MaxInflight int
+	// Shed, if not nil, refuses new work (RESOURCE_EXHAUSTED) while the
+	// process's memory is above its threshold.
+	Shed *Shedder
+	// Refused, if not nil, is told each refusal's reason (Refused*).
+	Refused func(reason string)
+}
+
+// Limits enforce a LimitsConfig: wrap the listener with Listener, give the
+// gRPC server ServerOptions, and ServeBatches a Gate per stream. Close
+// stops its pool's idle workers.
+type Limits struct {
+	cfg      LimitsConfig
+	pool     *Workers
+	inflight atomic.Int64
+	conns    atomic.Int64
+	byAddr   sync.Map // the remote net.Addr of an open connection -> *atomic.Int64, its messages in flight
+}
+
+// NewLimits checks cfg and builds its Limits.
+func NewLimits(cfg LimitsConfig) (*Limits, error) {
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"MaxConns", &cfg.MaxConns, DefaultMaxConns},
+		{"MaxStreamsPerConn", &cfg.MaxStreamsPerConn, DefaultMaxStreamsPerConn},
+		{"MaxInflightPerConn", &cfg.MaxInflightPerConn, DefaultMaxInflightPerConn},
+		{"MaxInflight", &cfg.MaxInflight, DefaultMaxInflight},
+	} {
+		if *f.v < 0 {
+			return nil, fmt.Errorf("%w: %s: must be >= 0 (0: %d), got %d", ErrLimits, f.name, f.def, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return &Limits{cfg: cfg, pool: NewWorkers(cfg.MaxInflight)}, nil
+}
+
+// Close stops the pool's idle workers; those at work stop after their task.
+func (l *Limits) Close() { l.pool.Close() }
+
+// Config is l's configuration, defaults filled in.
+func (l *Limits) Config() LimitsConfig { return l.cfg }
+
+func (l *Limits) refused(reason string) {
+	if l.cfg.Refused != nil {
+		l.cfg.Refused(reason)
+	}
+}
+
+// ServerOptions bound the streams of a connection and put every unary call
+// through the gate of its connection.
+func (l *Limits) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxConcurrentStreams(uint32(l.cfg.MaxStreamsPerConn)), grpc.ChainUnaryInterceptor(l.unary)}
+}
+
+func (l *Limits) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	g := l.Gate(ctx)
+	if err := g.Enter(); err != nil {
+		return nil, err
+	}
+	defer g.Leave()
+	return h(ctx, req)
+}
+
+// Gate is the admission of one stream's messages: the budgets of its
+// connection and of the listener, and the memory shedder. The nil Gate
+// admits everything.
+type Gate struct {
+	l    *Limits
+	conn *atomic.Int64 // nil: a connection that did not come through Listener
+}
+
+// Gate returns the gate of the connection of ctx (a gRPC server context).
+func (l *Limits) Gate(ctx context.Context) *Gate {
+	g := &Gate{l: l}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		if c, ok := l.byAddr.Load(p.Addr); ok {
+			g.conn = c.(*atomic.Int64)
+		}
+	}
+	return g
+}
+
+// Enter admits one message, or refuses it with a RESOURCE_EXHAUSTED error
+// naming the cap; an admitted message must Leave.
+func (g *Gate) Enter() error {
+	if g == nil {
+		return nil
+	}
+	l := g.l
+	if l.cfg.Shed.Over() {
+		l.refused(RefusedMemory)
+		return status.Error(codes.ResourceExhausted, "node memory above its shedding threshold; retry later")
+	}
+	if g.conn != nil && g.conn.Add(1) > int64(l.cfg.MaxInflightPerConn) {
+		g.conn.Add(-1)
+		l.refused(RefusedConn)
+		return status.Errorf(codes.ResourceExhausted, "more than %d messages in flight on this connection", l.cfg.MaxInflightPerConn)
+	}
+	if l.inflight.Add(1) > int64(l.cfg.MaxInflight) {
+		l.inflight.Add(-1)
+		if g.conn != nil {
+			g.conn.Add(-1)
+		}
+		l.refused(RefusedNode)
+		return status.Errorf(codes.ResourceExhausted, "more than %d messages in flight on this node", l.cfg.MaxInflight)
+	}
+	return nil
+}
+
+// Leave ends a message Enter admitted.
+func (g *Gate) Leave() {
+	if g == nil {
+		return
+	}
+	g.l.inflight.Add(-1)
+	if g.conn != nil {
+		g.conn.Add(-1)
+	}
+}
+
+// Go runs fn on the listener's pool; a message admitted by Enter always
+// finds a worker, as the pool is as large as the listener's budget.
+func (g *Gate) Go(fn func()) {
+	if g == nil || !g.l.pool.Go(fn) {
+		go fn()
+	}
+}
+
+// Listener wraps ln: at most MaxConns connections open at once (one more
+// is closed at once, and counted), each given its in-flight budget.
+func (l *Limits) Listener(ln net.Listener) net.Listener { return &limitListener{Listener: ln, l: l} }
+
+type limitListener struct {
+	net.Listener
+	l *Limits
+}
+
+func (ll *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ll.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l := ll.l
+		if l.conns.Add(1) > int64(l.cfg.MaxConns) {
+			l.conns.Add(-1)
+			_ = c.Close()
+			l.refused(RefusedConns)
+			continue
+		}
+		lc := &limitConn{Conn: c, l: l, addr: c.RemoteAddr()}
+		l.byAddr.Store(lc.addr, new(atomic.Int64))
+		return lc, nil
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	l      *Limits
+	addr   net.Addr
+	closed sync.Once
+}
+
+func (c *limitConn) Close() error {
+	c.closed.Do(func() {
+		c.l.byAddr.Delete(c.addr)
+		c.l.conns.Add(-1)
+	})
+	return c.Conn.Close()
+}
