@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/api"
 	"github.com/sluice-rl/sluice/internal/clustersecret"
 )
 
@@ -145,6 +146,14 @@ func (n *Node) registerClusterAuthMetrics(reg prometheus.Registerer) error {
 		if err := reg.Register(col); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// membershipOptions mark the Membership answers of an Insecure node.
+func (n *Node) membershipOptions() []api.MembershipOption {
+	if n.auth == authInsecure {
+		return []api.MembershipOption{api.MembershipInsecure()}
 	}
 	return nil
 }

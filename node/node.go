@@ -199,7 +199,7 @@ func New(cfg Config) (n *Node, err error) {
 	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec, ServerOptions: opts}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
+	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology, n.membershipOptions()...)
 	if err = n.newRLS(reg, tm); err != nil {
 		return nil, err
 	}

@@ -51,8 +51,9 @@ func TestServeClusterAuthBadInput(t *testing.T) {
 	}
 }
 
-// --insecure is a WARN at every start; the quickstart (no flags) logs
-// that it is a cluster of one and how to cluster.
+// --insecure is a WARN at every start and a line of `sluice members`; the
+// quickstart (no flags) logs that it is a cluster of one and how to
+// cluster, and is not insecure.
 func TestServeInsecureAndAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -61,8 +62,18 @@ func TestServeInsecureAndAlone(t *testing.T) {
 	waitUntil(t, "the INSECURE warning", func() bool {
 		return strings.Contains(s.stderr.String(), "level=WARN msg=\"cluster: INSECURE")
 	})
+	code, out := sluice(t, "members", "--addr", s.grpc)
+	if code != 0 || !strings.Contains(out, "insecure: p1 runs its cluster without authentication (--insecure)") {
+		t.Fatalf("sluice members of an insecure node: exit %d, output:\n%s\nwant the insecure line", code, out)
+	}
+	if code, out := sluice(t, "members", "--addr", s.grpc, "--json"); code != 0 || !strings.Contains(out, `"insecure":true`) {
+		t.Fatalf("sluice members --json of an insecure node: exit %d, %s", code, out)
+	}
 	alone := startServer(t, "--gossip-key-file", "") // no secret from the tests' environment
 	waitUntil(t, "the cluster-of-one line", func() bool {
 		return strings.Contains(alone.stderr.String(), "level=INFO msg=\"cluster: a cluster of one")
 	})
+	if code, out := sluice(t, "members", "--addr", alone.grpc); code != 0 || strings.Contains(out, "insecure") {
+		t.Fatalf("sluice members of a node alone: exit %d, output:\n%s\nwant no insecure line", code, out)
+	}
 }
