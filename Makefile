@@ -52,7 +52,8 @@ nginx:
 FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzUIQuery \
 	policy:FuzzParse rls:FuzzParse \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults \
-	cluster:FuzzDecodeMeta cluster:FuzzDecodeProbe cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP
+	cluster:FuzzDecodeMeta cluster:FuzzDecodeProbe cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP \
+	internal/clustersecret:FuzzParse
 FUZZ_PKGS      := $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))
 FUZZTIME       ?= 2s
 

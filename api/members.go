@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/ring"
@@ -34,9 +35,26 @@ type Topology struct {
 // use.
 type TopologyFunc func() Topology
 
+// InsecureHeader is the response header (gRPC metadata) of a Members call
+// answered by a node that runs its cluster without authentication
+// (`sluice serve --insecure`); its value is "true".
+const InsecureHeader = "sluice-insecure"
+
+// MembershipOption changes what RegisterMembership registers.
+type MembershipOption func(*membershipServer)
+
+// MembershipInsecure makes every Members answer carry InsecureHeader.
+func MembershipInsecure() MembershipOption {
+	return func(m *membershipServer) { m.insecure = true }
+}
+
 // RegisterMembership registers sluice.v1.Membership on s.
-func RegisterMembership(s *grpc.Server, self string, members MembersFunc, topology TopologyFunc) {
-	sluicev1.RegisterMembershipServer(s, &membershipServer{self: self, members: members, topology: topology})
+func RegisterMembership(s *grpc.Server, self string, members MembersFunc, topology TopologyFunc, opts ...MembershipOption) {
+	m := &membershipServer{self: self, members: members, topology: topology}
+	for _, o := range opts {
+		o(m)
+	}
+	sluicev1.RegisterMembershipServer(s, m)
 }
 
 type membershipServer struct {
@@ -44,9 +62,13 @@ type membershipServer struct {
 	self     string
 	members  MembersFunc
 	topology TopologyFunc
+	insecure bool
 }
 
-func (m *membershipServer) Members(context.Context, *sluicev1.MembersRequest) (*sluicev1.MembersResponse, error) {
+func (m *membershipServer) Members(ctx context.Context, _ *sluicev1.MembersRequest) (*sluicev1.MembersResponse, error) {
+	if m.insecure {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(InsecureHeader, "true")) // only fails on a closed stream
+	}
 	ms := m.members()
 	resp := &sluicev1.MembersResponse{Node: m.self, Members: make([]*sluicev1.Member, len(ms))}
 	for i, mi := range ms {

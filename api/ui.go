@@ -81,6 +81,9 @@ type UIConfig struct {
 	Activity *activity.Recorder
 	// Keys says who sees keys' strings (default KeysLocal).
 	Keys KeyDisplay
+	// Insecure shows a banner: the node runs its cluster without
+	// authentication (`sluice serve --insecure`).
+	Insecure bool
 }
 
 func (c *UIConfig) validate() error {

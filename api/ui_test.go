@@ -330,3 +330,27 @@ func TestUIRates(t *testing.T) {
 		t.Error("window=10s does not keep 5 intervals of 2 s")
 	}
 }
+
+// An insecure node (`sluice serve --insecure`) says so in a banner and in
+// /ui/data; a secure one shows no banner.
+func TestUIInsecureBanner(t *testing.T) {
+	s := newUIServer(t, KeysLocal)
+	if a := do(t, s.Server, http.MethodGet, "/ui", ""); strings.Contains(string(a.body), `id="insecure"`) {
+		t.Fatal("a secure node's page shows the insecure banner")
+	}
+	rec := activity.New(activity.Config{SampleEvery: 1, Slots: 60})
+	lim, err := limiter.New(limiter.Config{NodeName: "n0", Activity: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := func() []MemberInfo { return []MemberInfo{{Name: "n0", State: "alive", RingShare: 1}} }
+	srv := httptest.NewServer(mustHandler(t, HTTPConfig{Checker: lim,
+		UI: &UIConfig{Self: "n0", Members: members, Activity: rec, Insecure: true}}))
+	defer srv.Close()
+	if a := do(t, srv, http.MethodGet, "/ui", ""); !strings.Contains(string(a.body), `<p class="insecure" id="insecure">INSECURE:`) {
+		t.Fatalf("an insecure node's page has no banner:\n%s", a.body)
+	}
+	if a := do(t, srv, http.MethodGet, "/ui/data", ""); !strings.Contains(string(a.body), `"insecure":true`) {
+		t.Fatalf("/ui/data of an insecure node: %s", a.body)
+	}
+}

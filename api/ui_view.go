@@ -10,8 +10,10 @@ import (
 
 // uiData is what the status page shows; /ui/data answers it as JSON.
 type uiData struct {
-	Node    string     `json:"node"`
-	Members []uiMember `json:"members"`
+	Node string `json:"node"`
+	// Insecure: the cluster runs without authentication (--insecure).
+	Insecure bool       `json:"insecure"`
+	Members  []uiMember `json:"members"`
 	// RingShareTotal sums the members' shares (1 when the ring is whole).
 	RingShareTotal float64 `json:"ring_share_total"`
 
@@ -87,7 +89,7 @@ const uiNowSpan = 10 * time.Second
 // view builds the page's data.
 func (c *UIConfig) view(q uiQuery, showKeys bool) *uiData {
 	act := c.Activity
-	d := &uiData{Node: c.Self, IntervalSeconds: act.Interval.Seconds(),
+	d := &uiData{Node: c.Self, Insecure: c.Insecure, IntervalSeconds: act.Interval.Seconds(),
 		Window: (time.Duration(q.slots) * act.Interval).String(), KeysShown: showKeys,
 		SampleEvery: act.Hot.SampleEvery(), Capacity: act.Hot.Capacity(),
 		HotSpan: (time.Duration(act.Generation) * act.Interval).String()}

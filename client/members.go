@@ -3,6 +3,10 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
@@ -24,16 +28,32 @@ type Member struct {
 // Members asks one node for the cluster's members. It returns the name of
 // the node that answered.
 func (c *Client) Members(ctx context.Context) (string, []Member, error) {
+	node, ms, _, err := c.members(ctx)
+	return node, ms, err
+}
+
+// Insecure asks one node whether it runs its cluster without
+// authentication (`sluice serve --insecure`): its Members answer carries
+// the header "sluice-insecure: true".
+func (c *Client) Insecure(ctx context.Context) (bool, error) {
+	_, _, insecure, err := c.members(ctx)
+	return insecure, err
+}
+
+// members calls Membership.Members, reading the insecure header too.
+func (c *Client) members(ctx context.Context) (string, []Member, bool, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	resp, err := sluicev1.NewMembershipClient(c.conn).Members(ctx, &sluicev1.MembersRequest{})
+	var md metadata.MD
+	resp, err := sluicev1.NewMembershipClient(c.conn).Members(ctx, &sluicev1.MembersRequest{}, grpc.Header(&md))
 	if err != nil {
-		return "", nil, fmt.Errorf("client: members: %w", err)
+		return "", nil, false, fmt.Errorf("client: members: %w", err)
 	}
+	insecure := slices.Contains(md.Get("sluice-insecure"), "true")
 	out := make([]Member, len(resp.GetMembers()))
 	for i, m := range resp.GetMembers() {
 		out[i] = Member{Name: m.GetName(), GRPCAddr: m.GetGrpcAddr(), GossipAddr: m.GetGossipAddr(),
 			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion(), PolicyHash: m.GetPolicyHash()}
 	}
-	return resp.GetNode(), out, nil
+	return resp.GetNode(), out, insecure, nil
 }

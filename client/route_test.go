@@ -2,7 +2,10 @@ package client_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +28,8 @@ type cluster struct {
 	seed  string
 	nodes []*node.Node
 	stops map[string]func()
+	// secret is the nodes' cluster secret file.
+	secret string
 }
 
 func newCluster(t testing.TB, size int) *cluster {
@@ -40,6 +45,13 @@ func newCluster(t testing.TB, size int) *cluster {
 func (c *cluster) add(name string) *node.Node {
 	c.t.Helper()
 	cfg := node.LocalConfig(name)
+	if c.secret == "" {
+		c.secret = filepath.Join(c.t.TempDir(), "cluster.secret")
+		if err := os.WriteFile(c.secret, []byte(base64.StdEncoding.EncodeToString([]byte("client tests' cluster secret, 32+"))+"\n"), 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	cfg.ClusterSecretFile = c.secret
 	if c.seed != "" {
 		cfg.Join = []string{c.seed}
 	}

@@ -41,6 +41,9 @@ type Cluster struct {
 	changed chan struct{} // buffer 1: the member table changed
 	done    chan struct{} // closed by Shutdown
 
+	undecrypted  atomic.Uint64 // gossip no key decrypted (refusals.go)
+	refusedAlone atomic.Uint64 // nodes a node alone refused (refusals.go)
+
 	running atomic.Bool // Run was called
 	left    atomic.Bool // Leave was called: stop joining
 	joined  atomic.Bool // a seed answered, another member reached us, or there were no seeds
@@ -95,7 +98,7 @@ func New(cfg Config) (*Cluster, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	gk, err := newKeys(cfg.GossipKeyFile)
+	gk, err := newKeys(cfg.GossipKeyFile, cfg.GossipKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -120,14 +123,17 @@ func New(cfg Config) (*Cluster, error) {
 	mc.Events = events{c}
 	mc.Conflict = events{c}
 	mc.Merge = events{c}
+	mc.Logger = newMemberlistLogger(c.log, c.noteMemberlistLine)
 	mc.Alive = events{c}
-	mc.Logger = newMemberlistLogger(c.log)
 	gk.configure(mc)
 	c.departFor = mc.GossipToTheDeadTime
 	c.probeEvery = mc.ProbeInterval / 2
 	c.susp = newSuspicion(SuspectAfterProbes, mc.ProbeInterval+mc.ProbeTimeout, time.Now)
 	if c.transport, err = newMuteTransport(mc); err != nil {
 		return nil, fmt.Errorf("cluster: start memberlist on %s: %w", cfg.BindAddr, err)
+	}
+	if cfg.Alone {
+		c.transport.refuseAll(c.refuseStream)
 	}
 
 	ml, err := memberlist.Create(mc)
@@ -205,7 +211,7 @@ func (c *Cluster) Run(ctx context.Context) (err error) {
 			err = joinErr
 		}
 	}()
-	if c.keys.ring != nil {
+	if c.keys.path != "" {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

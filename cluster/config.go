@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -130,6 +131,20 @@ type Config struct {
 	// package documentation). Empty means gossip in clear text.
 	GossipKeyFile string
 
+	// GossipKeys, if not empty and GossipKeyFile is, turns on gossip
+	// encryption as GossipKeyFile does, with these keys (16, 24 or 32
+	// bytes each), the first the primary. They are not watched: rotate
+	// them with Cluster.SetGossipKeys. Keys derived from a cluster secret
+	// come this way. Not with GossipKeyFile.
+	GossipKeys [][]byte
+
+	// Alone makes this node a cluster of one that refuses every other
+	// node: a join to it fails (its push/pull is refused), and gossip
+	// about any other node is ignored; each refusal is logged. It is the
+	// node without cluster authentication (no secret, no peer mTLS) and
+	// no Join list. Not with Join.
+	Alone bool
+
 	// KeyDebounce is how long the watch of GossipKeyFile waits after a
 	// change before re-reading the file. Zero means DefaultKeyDebounce.
 	KeyDebounce time.Duration
@@ -212,6 +227,9 @@ func (c Config) withDefaults() Config {
 	if c.Join != nil {
 		c.Join = append([]string(nil), c.Join...)
 	}
+	if c.GossipKeys != nil {
+		c.GossipKeys = slices.Clone(c.GossipKeys)
+	}
 	return c
 }
 
@@ -263,6 +281,17 @@ func (c Config) validate() error {
 		bad("KeyDebounce", "must not be negative, got %v", c.KeyDebounce)
 	}
 	// GossipKeyFile's contents are checked by New, which reads the file.
+	if c.GossipKeyFile != "" && len(c.GossipKeys) > 0 {
+		bad("GossipKeys", "not with GossipKeyFile: one source of gossip keys")
+	}
+	for i, key := range c.GossipKeys {
+		if n := len(key); n != 16 && n != 24 && n != 32 {
+			bad(fmt.Sprintf("GossipKeys[%d]", i), "key is %d bytes, want 16, 24 or 32", n)
+		}
+	}
+	if c.Alone && len(c.Join) > 0 {
+		bad("Alone", "not with Join: a node alone joins no one")
+	}
 
 	switch c.Preset {
 	case PresetLAN, PresetLocal:

@@ -55,10 +55,12 @@ func (delegate) LocalState(join bool) []byte { return nil }
 func (delegate) MergeRemoteState(buf []byte, join bool) {}
 
 // events implements memberlist.EventDelegate,
-// memberlist.ConflictDelegate and memberlist.MergeDelegate.
+// memberlist.ConflictDelegate, memberlist.MergeDelegate and (installed on
+// a node alone only) memberlist.AliveDelegate.
 type events struct{ c *Cluster }
 
 var (
+	_ memberlist.AliveDelegate    = events{}
 	_ memberlist.EventDelegate    = events{}
 	_ memberlist.ConflictDelegate = events{}
 	_ memberlist.MergeDelegate    = events{}
@@ -71,6 +73,13 @@ var (
 // and the member keeps its state. memberlist calls it only for joins, not
 // for the periodic push/pull, and without its node lock.
 func (e events) NotifyMerge(peers []*memberlist.Node) error {
+	if e.c.cfg.Alone {
+		for _, p := range peers {
+			if p.Name != e.c.name {
+				return e.c.refuseAlone(p)
+			}
+		}
+	}
 	e.c.mu.Lock()
 	self := e.c.members[e.c.name].GossipAddr // recorded during Create
 	e.c.mu.Unlock()
@@ -89,14 +98,36 @@ func (e events) NotifyMerge(peers []*memberlist.Node) error {
 	return nil
 }
 
-// NotifyJoin records a new member, or one that came back.
-func (e events) NotifyJoin(n *memberlist.Node) { e.c.upsert(n) }
+// NotifyAlive refuses, on a node alone (Config.Alone), gossip about any
+// other node, and otherwise a member whose peer protocol this node cannot
+// run beside (protocol.go); memberlist then ignores it. Called with
+// memberlist's node lock held; takes only leaf locks.
+func (e events) NotifyAlive(n *memberlist.Node) error {
+	if n.Name == e.c.name {
+		return nil
+	}
+	if e.c.cfg.Alone {
+		return e.c.refuseAlone(n)
+	}
+	return e.c.protocol.checkAlive(n)
+}
+
+// NotifyJoin records a new member, or one that came back, and logs it.
+func (e events) NotifyJoin(n *memberlist.Node) {
+	if n.Name != e.c.name {
+		e.c.log.Info("cluster: member joined", "member", n.Name, "addr", addrString(n.Addr, n.Port))
+	}
+	e.c.upsert(n)
+}
 
 // NotifyUpdate records a member's new metadata (or address).
 func (e events) NotifyUpdate(n *memberlist.Node) { e.c.upsert(n) }
 
-// NotifyLeave records that a member is dead or left.
-func (e events) NotifyLeave(n *memberlist.Node) { e.c.remove(n.Name) }
+// NotifyLeave records that a member is dead or left, and logs it.
+func (e events) NotifyLeave(n *memberlist.Node) {
+	state := e.c.remove(n.Name)
+	e.c.log.Info("cluster: member left", "member", n.Name, "addr", addrString(n.Addr, n.Port), "state", state.String())
+}
 
 // NotifyConflict logs a node announcing the name of another at a different
 // address: memberlist ignores it while the first one is alive.
@@ -136,9 +167,9 @@ func (c *Cluster) upsert(n *memberlist.Node) {
 	c.signal()
 }
 
-// remove moves a member from the table to the departed ones. Called with
-// memberlist's node lock held.
-func (c *Cluster) remove(name string) {
+// remove moves a member from the table to the departed ones, and returns
+// how it went (Dead or Left). Called with memberlist's node lock held.
+func (c *Cluster) remove(name string) State {
 	c.mu.Lock()
 	state := Dead
 	if c.leaving[name] {
@@ -151,6 +182,7 @@ func (c *Cluster) remove(name string) {
 	c.dirty = true
 	c.mu.Unlock()
 	c.signal()
+	return state
 }
 
 // signal wakes Run without blocking; a pending signal already covers this

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,12 @@ func (c *Cluster) MuteGossip(on bool) { c.transport.muted.Store(on) }
 type muteTransport struct {
 	*memberlist.NetTransport
 	muted atomic.Bool
+
+	// A node alone's refusal of every stream and packet (refusals.go).
+	alone bool
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
 }
 
 var _ memberlist.NodeAwareTransport = (*muteTransport)(nil)

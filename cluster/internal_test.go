@@ -66,7 +66,7 @@ func TestAddrString(t *testing.T) {
 
 func TestMemberlistLog(t *testing.T) {
 	var buf bytes.Buffer
-	l := newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	l := newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 	l.Printf("[WARN] memberlist: Refuting a suspect message (from: %s)", "b")
 	out := buf.String()
 	for _, want := range []string{"level=DEBUG", `msg="Refuting a suspect message (from: b)"`, "memberlist_level=WARN"} {
@@ -77,7 +77,7 @@ func TestMemberlistLog(t *testing.T) {
 
 	// Nothing is formatted when debug is off.
 	buf.Reset()
-	quiet := newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	quiet := newMemberlistLogger(slog.New(slog.NewTextHandler(&buf, nil)), nil)
 	quiet.Printf("[DEBUG] memberlist: noise")
 	if buf.Len() != 0 {
 		t.Fatalf("logged %q at info level", buf.String())

@@ -25,7 +25,7 @@ const DefaultKeyDebounce = 100 * time.Millisecond
 // Cluster.GossipKeyStatus). It names keys by KeyFingerprint only.
 type GossipKeyStatus struct {
 	// Enabled reports whether gossip is encrypted (Config.GossipKeyFile
-	// was set).
+	// or Config.GossipKeys was set).
 	Enabled bool
 	// Primary is the fingerprint of the key that encrypts what this node
 	// sends.
@@ -49,9 +49,16 @@ type keys struct {
 }
 
 // newKeys loads path (a gossip key file, or "" for no encryption) into a
-// memberlist keyring.
-func newKeys(path string) (*keys, error) {
+// memberlist keyring, or, without a path, installs given (Config.GossipKeys).
+func newKeys(path string, given [][]byte) (*keys, error) {
 	k := &keys{path: path}
+	if path == "" && len(given) > 0 {
+		var err error
+		if k.ring, err = memberlist.NewKeyring(given[1:], given[0]); err != nil {
+			return nil, &ConfigError{Field: "GossipKeys", Reason: err.Error()}
+		}
+		return k, nil
+	}
 	if path == "" {
 		return k, nil
 	}
@@ -119,7 +126,7 @@ func (c *Cluster) GossipKeyStatus() GossipKeyStatus {
 // Run calls it when the file changes; the node also calls it on SIGHUP.
 func (c *Cluster) ReloadGossipKeys() error {
 	k := c.keys
-	if k.ring == nil {
+	if k.ring == nil || k.path == "" {
 		return nil
 	}
 	k.mu.Lock()
@@ -131,32 +138,64 @@ func (c *Cluster) ReloadGossipKeys() error {
 			"file", k.path, "err", err, "keys", k.fingerprints())
 		return err
 	}
+	return c.installKeys(loaded, k.path)
+}
+
+// SetGossipKeys installs keys, the primary first, in the keyring in
+// place, as ReloadGossipKeys does with a file's: the new keys are added,
+// the first made the primary, the others removed. It is how a node
+// started with Config.GossipKeys rotates them (keys derived from a
+// cluster secret). Keys must be 16, 24 or 32 bytes. It returns an error
+// wrapping ErrInvalidConfig for a Cluster started without GossipKeys, and
+// changes nothing for a Cluster with a GossipKeyFile.
+func (c *Cluster) SetGossipKeys(keys [][]byte) error {
+	k := c.keys
+	if k.ring == nil || k.path != "" {
+		return &ConfigError{Field: "GossipKeys", Reason: "the cluster was started without GossipKeys: encryption cannot be turned on without a restart"}
+	}
+	if len(keys) == 0 {
+		return &ConfigError{Field: "GossipKeys", Reason: "no key"}
+	}
+	for i, key := range keys {
+		if n := len(key); n != 16 && n != 24 && n != 32 {
+			return &ConfigError{Field: fmt.Sprintf("GossipKeys[%d]", i), Reason: fmt.Sprintf("key is %d bytes, want 16, 24 or 32", n)}
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return c.installKeys(keys, "cluster secret")
+}
+
+// installKeys updates the keyring in place to loaded, from source (a
+// file or "cluster secret"), under k.mu.
+func (c *Cluster) installKeys(loaded [][]byte, source string) error {
+	k := c.keys
 	installed := slices.Clone(k.ring.GetKeys())
 	if bytes.Equal(installed[0], loaded[0]) && len(installed) == len(loaded) &&
 		!slices.ContainsFunc(loaded, func(key []byte) bool { return !containsKey(installed, key) }) {
-		c.log.Debug("cluster: gossip key file unchanged", "file", k.path)
+		c.log.Debug("cluster: gossip keys unchanged", "from", source)
 		return nil
 	}
 	for _, key := range loaded {
 		if err := k.ring.AddKey(key); err != nil { // sizes checked by the load
-			return fmt.Errorf("cluster: gossip key file %s: %w", k.path, err)
+			return fmt.Errorf("cluster: gossip keys from %s: %w", source, err)
 		}
 	}
 	if err := k.ring.UseKey(loaded[0]); err != nil { // added above
-		return fmt.Errorf("cluster: gossip key file %s: %w", k.path, err)
+		return fmt.Errorf("cluster: gossip keys from %s: %w", source, err)
 	}
 	// UseKey installed a fresh slice: RemoveKey, which shifts keys in place,
 	// no longer touches the one memberlist's readers held before.
 	for _, key := range installed {
 		if !containsKey(loaded, key) {
 			if err := k.ring.RemoveKey(key); err != nil { // not the primary: that is loaded[0]
-				return fmt.Errorf("cluster: gossip key file %s: %w", k.path, err)
+				return fmt.Errorf("cluster: gossip keys from %s: %w", source, err)
 			}
 		}
 	}
 	k.reloads.Add(1)
 	fps := k.fingerprints()
-	c.log.Info("cluster: gossip keyring reloaded", "file", k.path, "primary", fps[0], "keys", fps)
+	c.log.Info("cluster: gossip keyring reloaded", "from", source, "primary", fps[0], "keys", fps)
 	return nil
 }
 

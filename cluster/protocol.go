@@ -104,10 +104,6 @@ func (g *protocolGate) checkMerge(peers []*memberlist.Node) error {
 	return nil
 }
 
-// NotifyAlive implements memberlist.AliveDelegate. Called with
-// memberlist's node lock held; takes only the gate's leaf lock.
-func (e events) NotifyAlive(n *memberlist.Node) error { return e.c.protocol.checkAlive(n) }
-
 var _ memberlist.AliveDelegate = events{}
 
 // incompatible turns a join error that NotifyMerge caused into

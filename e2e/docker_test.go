@@ -134,7 +134,7 @@ type cluster struct {
 	prefix     string
 	clusterNet string
 	rlsDir     string // the RLS configuration every node loads (SLUICE_RLS_CONFIG)
-	keyFile    string // the gossip key file every node gets (SLUICE_GOSSIP_KEY_FILE); "" for none
+	keyFile    string // the cluster secret file every node gets (SLUICE_CLUSTER_SECRET_FILE); "" with peer mTLS
 	subnet     string // e.g. 10.213.7.
 	nodes      map[string]*node
 	opts       clusterOpts
@@ -155,8 +155,9 @@ type clusterOpts struct {
 	// name, if set, goes into the container names, so that the cluster
 	// never meets another test's containers.
 	name string
-	// keyFile, if set, is the gossip key file every node gets
-	// (SLUICE_GOSSIP_KEY_FILE); "" for clear-text gossip.
+	// keyFile, if set, is the cluster secret file every node gets
+	// (SLUICE_CLUSTER_SECRET_FILE); "" means a new secret, or none when
+	// env sets peer mTLS (SLUICE_PEER_TLS_CERT_FILE).
 	keyFile string
 }
 
@@ -169,6 +170,9 @@ func newClusterOpts(t *testing.T, n int, opts clusterOpts) *cluster {
 	prefix := fmt.Sprintf("sluice-e2e-%d", os.Getpid())
 	if opts.name != "" {
 		prefix = fmt.Sprintf("sluice-e2e-%s-%d", opts.name, os.Getpid())
+	}
+	if opts.keyFile == "" && !slices.ContainsFunc(opts.env, func(e string) bool { return strings.HasPrefix(e, "SLUICE_PEER_TLS_CERT_FILE=") }) {
+		opts.keyFile = writeGossipKey(t, "cluster.secret") // 32 random bytes: a cluster secret too
 	}
 	c := &cluster{t: t, prefix: prefix, keyFile: opts.keyFile, nodes: map[string]*node{}, opts: opts}
 	c.removeAll() // leftovers of an earlier run with this prefix
@@ -213,7 +217,7 @@ func (c *cluster) names(shorts ...string) []string {
 // addNode creates and starts node i, joining the nodes named in seeds.
 func (c *cluster) addNode(i int, seeds []string) *node { return c.addNodeWith(i, seeds, c.keyFile) }
 
-// addNodeWith is addNode with its own gossip key file ("" for none).
+// addNodeWith is addNode with its own cluster secret file ("" for none).
 func (c *cluster) addNodeWith(i int, seeds []string, keyFile string) *node {
 	t := c.t
 	n := &node{short: fmt.Sprintf("n%d", i)}
@@ -230,7 +234,7 @@ func (c *cluster) addNodeWith(i int, seeds []string, keyFile string) *node {
 	}
 	var keyEnv []string
 	if keyFile != "" {
-		keyEnv = []string{"-e", "SLUICE_GOSSIP_KEY_FILE=" + keyMount}
+		keyEnv = []string{"-e", "SLUICE_CLUSTER_SECRET_FILE=" + keyMount}
 	}
 	mustDocker(t, "network", "create", n.clientNet)
 	args := []string{"create", "--name", n.name, "--hostname", n.name, "--network", n.clientNet,

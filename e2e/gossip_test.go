@@ -15,11 +15,12 @@ import (
 	"github.com/sluice-rl/sluice/client"
 )
 
-// keyMount is where a container finds its gossip key file
-// (SLUICE_GOSSIP_KEY_FILE).
-const keyMount = "/gossip.keys"
+// keyMount is where a container finds its cluster secret file
+// (SLUICE_CLUSTER_SECRET_FILE).
+const keyMount = "/cluster.secret"
 
-// writeGossipKey writes a key file holding one new random AES-256 key.
+// writeGossipKey writes a file holding one new random 32-byte key: a
+// cluster secret file, or a gossip key file.
 // It is world-readable because docker cp gives it to root and the image
 // runs as 65532 (a Kubernetes Secret volume uses fsGroup instead).
 func writeGossipKey(t *testing.T, name string) string {
@@ -35,9 +36,10 @@ func writeGossipKey(t *testing.T, name string) string {
 	return path
 }
 
-// TestE2EGossipEncryption: 3 containers with the same gossip key form a
-// cluster and answer checks; a 4th with another key never joins, and the
-// cluster stays at 3 members.
+// TestE2EGossipEncryption: 3 containers with the same cluster secret form
+// a cluster and answer checks, each logging the others joining; a 4th with
+// another secret never joins, the members log its refused attempts, and
+// the cluster stays at 3 members.
 func TestE2EGossipEncryption(t *testing.T) {
 	requireDocker(t)
 	start := time.Now()
@@ -94,6 +96,12 @@ func TestE2EGossipEncryption(t *testing.T) {
 	}
 	if c.ready(intruder) {
 		t.Fatal("the intruder reports ready without having joined")
+	}
+	logs, _ := docker("logs", c.nodes["n0"].name)
+	for _, want := range []string{"cluster: member joined", "cluster: gossip refused: not encrypted with an accepted key"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("n0 did not log %q:\n%s", want, logs)
+		}
 	}
 	t.Logf("the intruder was refused; members stay %v", c.names(base...))
 }

@@ -21,7 +21,7 @@ import (
 // for items[i]. A caller that is not a member of this node's ring (nor one
 // that left it lately) is refused with ErrNotMember and nothing is applied.
 func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
-	if err := l.checkPeer("Check", from, members); err != nil {
+	if err := l.checkPeer("Check", from); err != nil {
 		return err
 	}
 	jobs := make([]job, len(items))
@@ -51,7 +51,7 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 // AcquireForwarded takes a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error) {
-	if err := l.checkPeer("Acquire", from, members); err != nil {
+	if err := l.checkPeer("Acquire", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
 	a, id, _ := l.acquire(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
@@ -61,7 +61,7 @@ func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, i
 // ReleaseForwarded returns a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error) {
-	if err := l.checkPeer("Release", from, members); err != nil {
+	if err := l.checkPeer("Release", from); err != nil {
 		return Answer{}, false, err
 	}
 	a, ok, _ := l.release(ctx, l.view.Load(), hops+1, hops >= 1, item, leaseID)
@@ -85,7 +85,7 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // answer, as a member would, so that a newcomer that these nodes have not
 // seen yet need not wait for them.
 func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
-	if !l.admits(from, members) {
+	if !l.admits(from) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
 			if l.holds(now, h) {
@@ -184,15 +184,15 @@ func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.En
 //
 // States from a caller that is not a member of this node's ring, nor one
 // that left it less than the pending TTL ago, are refused with
-// ErrNotMember and nothing is merged, unless this node is not in a
-// multi-node ring yet. A call with only donePartitions is taken from any
+// ErrNotMember and nothing is merged, on a node alone too (its sender
+// retries until this node's ring has it). A call with only donePartitions is taken from any
 // caller: it may come before this node's ring has the caller, and counts
 // once the ring does (a pending partition waits for its ring's members).
 // The caller's states that arrive later are passed on to this node, and
 // passOn retries while this node refuses them.
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
 	if len(entries) > 0 {
-		if err := l.checkPeer("Handoff", from, orUnclustered); err != nil {
+		if err := l.checkPeer("Handoff", from); err != nil {
 			l.noteStrays(from, entries)
 			return 0, err
 		}

@@ -67,38 +67,26 @@ func (d *departedSet) get(name string, now time.Time) (ring.Member, bool) {
 	return t.m, true
 }
 
-// peerRule says which callers a peer method takes besides the members of
-// this node's ring and those that left it less than the pending TTL ago (a
-// node that leaves still hands off and forwards for a while, and one that
-// rejoins fetches its keys back before every ring has it again).
-type peerRule int
-
-const (
-	// members: Check, Acquire, Release, Fetch.
-	members peerRule = iota
-	// orUnclustered: Handoff; also any caller while this node
-	// is not in a multi-node ring yet (it just started and has no state
-	// to lose: nodes that saw it join first hand it their keys before
-	// its own ring has them).
-	orUnclustered
-)
-
-// checkPeer refuses a peer call of method from a caller that rule does
-// not admit (see admits): it logs the refusal, counts it in
+// checkPeer refuses a peer call of method from a caller that admits does
+// not take: it logs the refusal, counts it in
 // sluice_peer_refused_total{method} and returns an error wrapping
 // ErrNotMember.
-func (l *Limiter) checkPeer(method, from string, rule peerRule) error {
-	if l.admits(from, rule) {
+func (l *Limiter) checkPeer(method, from string) error {
+	if l.admits(from) {
 		return nil
 	}
 	return l.refuse(method, from)
 }
 
-// admits reports whether rule takes a peer call from node from: a member
-// of this node's ring, one that left it less than the pending TTL ago, or
-// (orUnclustered) anyone while this node is not in a multi-node ring.
-// This node's own name and the empty name are never admitted.
-func (l *Limiter) admits(from string, rule peerRule) bool {
+// admits reports whether a peer call from node from is taken: from a
+// member of this node's ring, or one that left it less than the pending
+// TTL ago (a node that leaves still hands off and forwards for a while,
+// and one that rejoins fetches its keys back before every ring has it
+// again). Every method, Handoff included, has this one rule, on a node
+// alone too: a node that just started takes no state from a caller its
+// ring does not have yet (the sender retries until it does). This node's
+// own name and the empty name are never admitted.
+func (l *Limiter) admits(from string) bool {
 	if from == "" || from == l.name {
 		return false
 	}
@@ -108,10 +96,8 @@ func (l *Limiter) admits(from string, rule peerRule) bool {
 			return true
 		}
 	}
-	if _, ok := l.departed.get(from, time.Now()); ok {
-		return true
-	}
-	return rule == orUnclustered && (v == nil || v.ring == nil || v.ring.Len() <= 1)
+	_, ok := l.departed.get(from, time.Now())
+	return ok
 }
 
 // refuse logs and counts a refused peer call and returns its error.

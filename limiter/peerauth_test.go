@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/internal/identity"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
 	"github.com/sluice-rl/sluice/store"
@@ -53,5 +55,26 @@ func TestPeerCallsFromNonMembersRefused(t *testing.T) {
 	}
 	if err := l.CheckForwarded(ctx, "n1", 1, []limiter.Forwarded{{Hash: 42, Limit: tb(10, time.Hour), Cost: 1}}, out); err != nil || out[0].Allowed {
 		t.Fatalf("after the stranger's fetch: %v %+v, want denied", err, out[0])
+	}
+}
+
+// A node alone (a cluster of one, as `sluice serve` with no flags starts)
+// takes no states from a caller its ring does not have: an attacker who
+// reaches its peer port cannot plant an exhausted or a refilled counter
+// with one Handoff, whatever name it gives. Nothing is merged.
+func TestHandoffFromNonMemberRefusedOnNodeAlone(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "n0")
+	l := c.Node("n0")
+	req := limiter.Request{Key: "victim", Limit: hourly, Cost: 1}
+	before := remaining(t, c, "n0", req)
+	exhausted := store.Entry{Key: identity.Inline(uint8(hourly.Algorithm), hourly.Period, "victim"), Algorithm: hourly.Algorithm,
+		Token: bucket.TokenState{TAT: c.Clock.Now().Add(100 * time.Hour).UnixNano()}}
+	for _, from := range []string{"evil", "n1", "", "n0"} {
+		if _, err := l.AcceptHandoff(context.Background(), from, []store.Entry{exhausted}, nil); !errors.Is(err, limiter.ErrNotMember) {
+			t.Errorf("Handoff from %q to a node alone: %v, want ErrNotMember", from, err)
+		}
+	}
+	if after := remaining(t, c, "n0", req); after != before {
+		t.Fatalf("after the refused handoffs: %d remaining, want %d (the planted state was merged)", after, before)
 	}
 }

@@ -91,6 +91,8 @@ func BenchmarkCluster3(b *testing.B) {
 			seed := ""
 			for i := 0; i < 3; i++ {
 				cfg := node.LocalConfig(fmt.Sprintf("n%d", i))
+				// Plaintext peers, as docs/benchmarks.md measured them.
+				cfg.Insecure = true
 				if seed != "" {
 					cfg.Join = []string{seed}
 				}

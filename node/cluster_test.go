@@ -2,10 +2,13 @@ package node_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +28,9 @@ type testCluster struct {
 	nodes []*node.Node
 	stops map[string]func()
 	seed  string
+	// secret is the cluster secret file of the nodes that bring no
+	// cluster authentication of their own (written at the first add).
+	secret string
 }
 
 func newTestCluster(t *testing.T, size int) *testCluster {
@@ -51,6 +57,7 @@ func (tc *testCluster) addWith(name string, mutate func(*node.Config)) *node.Nod
 		mutate(&cfg)
 	}
 	cfg.Clock = tc.clk.Now
+	tc.authenticate(&cfg)
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
 	}
@@ -88,6 +95,36 @@ func (tc *testCluster) addWith(name string, mutate func(*node.Config)) *node.Nod
 	tc.t.Cleanup(func() { stopWith(true) })
 	tc.nodes = append(tc.nodes, n)
 	return n
+}
+
+// authenticate gives cfg the cluster's secret unless it has peer mTLS or
+// Insecure; one with a gossip key file (which the secret replaces) runs
+// Insecure.
+func (tc *testCluster) authenticate(cfg *node.Config) {
+	switch {
+	case cfg.ClusterSecretFile != "" || cfg.Insecure || cfg.PeerTLSCertFile != "" || cfg.TLSCertFile != "":
+	case cfg.GossipKeyFile != "":
+		cfg.Insecure = true
+	default:
+		if tc.secret == "" {
+			tc.secret = writeSecret(tc.t, tc.t.TempDir())
+		}
+		cfg.ClusterSecretFile = tc.secret
+	}
+}
+
+// writeSecret writes a new cluster secret file in dir and returns its path.
+func writeSecret(t testing.TB, dir string) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "cluster.secret")
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(b)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // stop shuts one node down gracefully and drops it from the cluster list.

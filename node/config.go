@@ -103,6 +103,25 @@ type Config struct {
 	// counts in sluice_gossip_key_reloads_total{result="rejected"}. A bad
 	// file at start is an error of New. Empty means gossip in clear text.
 	GossipKeyFile string
+	// ClusterSecretFile, if not empty, authenticates the cluster with one
+	// shared secret: the file holds one secret per line, standard base64
+	// of 32 to 64 random bytes (`openssl rand -base64 32`), the first the
+	// primary, every one accepted (see package clustersecret). From it
+	// HKDF derives the gossip encryption keys (AES-256) and an Ed25519
+	// peer identity: the peer port speaks TLS 1.3 and admits only nodes
+	// that present the identity of an accepted secret, and gossip is
+	// encrypted and refused without an accepted key. The file is watched
+	// and re-read on SIGHUP (Reload), so a secret rotates without a
+	// restart. Not with GossipKeyFile or PeerTLSCertFile.
+	ClusterSecretFile string
+	// Insecure runs the cluster without authentication: no secret, no
+	// peer mTLS, and peer and gossip ports open to anyone who reaches
+	// them. A node without any of ClusterSecretFile, peer mTLS and
+	// Insecure refuses to start with a Join list, and without one is a
+	// cluster of one: its peer and gossip listeners on 127.0.0.1, other
+	// nodes refused. Insecure logs a WARN at every start, sets
+	// sluice_insecure to 1 and shows on /ui.
+	Insecure bool
 	// ClusterPreset selects memberlist timings: "lan" or "local" (tests).
 	ClusterPreset string
 	// Ring configures consistent hashing; every node must use the same.

@@ -23,6 +23,8 @@ func startBenchCluster(b *testing.B, n int, mutate func(*node.Config)) []*node.N
 	seed := ""
 	for i := 0; i < n; i++ {
 		cfg := node.LocalConfig(fmt.Sprintf("n%d", i))
+		// Plaintext peers, as docs/benchmarks.md measured them.
+		cfg.Insecure = true
 		if seed != "" {
 			cfg.Join = []string{seed}
 		}

@@ -49,6 +49,7 @@ type Node struct {
 	peerAdv  string
 	sec      security
 	caps     *limits       // limits.go
+	auth     authMode      // how the cluster is authenticated (clusterauth.go)
 	handoff  chan struct{} // buffer 1: the ring changed, hand off
 	serving  atomic.Bool
 	stopping atomic.Bool
@@ -73,6 +74,10 @@ func New(cfg Config) (n *Node, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg, auth, err := cfg.clusterAuth()
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -87,13 +92,16 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cfg.Bounds = cfg.Bounds.withDefaults()
-	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1), sec: sec}
+	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1), sec: sec, auth: auth}
 	built := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
 			built.closeAll()
 		}
 	}()
+	if n.sec.secret, err = n.loadSecret(); err != nil {
+		return nil, err
+	}
 	set, err := n.newPolicies()
 	if err != nil {
 		return nil, err
@@ -160,14 +168,17 @@ func New(cfg Config) (n *Node, err error) {
 	ccfg.BindAddr = cfg.GossipAddr
 	ccfg.AdvertiseAddr = cfg.GossipAdvertiseAddr
 	ccfg.Join = cfg.Join
-	ccfg.GossipKeyFile = cfg.GossipKeyFile
+	ccfg.GossipKeyFile, ccfg.Alone = cfg.GossipKeyFile, auth == authAlone
+	if n.sec.secret != nil {
+		ccfg.GossipKeys = n.sec.secret.Current().GossipKeys
+	}
 	ccfg.Meta = cluster.NodeMeta{Version: version.String(), PolicyHash: n.PolicyHash(), Protocol: transport.PeerProtocol}
 	ccfg.OnChange = n.onMembership
 	ccfg.Logger = log
 	if n.cluster, err = cluster.New(ccfg); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if err = registerGossipKeyMetrics(reg, n.cluster); err != nil {
+	if err = errors.Join(registerGossipKeyMetrics(reg, n.cluster), n.registerClusterAuthMetrics(reg)); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err = n.registerPolicyMetrics(reg); err != nil {
@@ -198,7 +209,7 @@ func New(cfg Config) (n *Node, err error) {
 	if n.grpc, err = api.NewGRPC(api.GRPCConfig{Service: n.limiter, Metrics: tm, Recovery: rec, ServerOptions: opts, Limits: n.caps.public}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology)
+	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology, n.membershipOptions()...)
 	if err = n.newRLS(reg, tm); err != nil {
 		return nil, err
 	}
@@ -347,12 +358,17 @@ func (n *Node) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// Reload re-reads the policy file, the RLS configuration and the gossip
-// key file (SIGHUP). A bad file keeps what is in force and returns why.
+// Reload re-reads the policy file, the RLS configuration, the gossip key
+// file and the cluster secret file (SIGHUP). A bad file keeps what is in force and returns why.
 func (n *Node) Reload() error {
 	var errs []error
 	if err := n.cluster.ReloadGossipKeys(); err != nil {
 		errs = append(errs, fmt.Errorf("node: reload: %w", err))
+	}
+	if n.sec.secret != nil {
+		if err := n.sec.secret.Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("node: reload: %w", err))
+		}
 	}
 	if n.rlsLoad != nil {
 		if err := n.rlsLoad.Reload(); err != nil {
@@ -411,6 +427,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.policyLoad != nil {
 		g.Go(func() error { return n.policyLoad.Run(gctx) })
 	}
+	if n.sec.secret != nil {
+		g.Go(func() error { return n.sec.secret.Run(gctx) })
+	}
 	g.Go(func() error { n.metaLoop(gctx); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
@@ -418,79 +437,7 @@ func (n *Node) Run(ctx context.Context) error {
 	})
 	n.serving.Store(true)
 	n.log.Info("sluice node serving", "grpc", n.GRPCAddr(), "http", n.HTTPAddr(), "peer", n.PeerAddr(), "gossip", n.GossipAddr(),
-		"join", n.cfg.Join, "tls", n.sec.public != nil, "mtls", n.sec.clientAuth, "peer_tls", n.sec.peer != nil)
+		"join", n.cfg.Join, "tls", n.sec.public != nil, "mtls", n.sec.clientAuth, "peer_tls", n.sec.peer != nil, "cluster_auth", n.auth.String())
+	n.logClusterAuth()
 	return g.Wait()
-}
-
-// handoffLoop pushes states this node no longer owns after each ring change.
-// A handoff that some owner refused (it has not seen this node join yet,
-// or did not answer) is tried again after a growing wait, from
-// handoffRetryMin to handoffRetryMax, until it completes or the ring
-// changes: the states it kept are no owner's pending partition, so
-// nobody would fetch them.
-func (n *Node) handoffLoop(ctx context.Context) {
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	wait := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.handoff:
-			wait = 0
-		case <-retry.C:
-		}
-		_, err := n.limiter.HandOff(ctx)
-		if err == nil || ctx.Err() != nil {
-			continue
-		}
-		wait = min(max(2*wait, handoffRetryMin), handoffRetryMax)
-		n.log.Warn("handoff incomplete; trying again", "err", err, "in", wait)
-		retry.Reset(wait)
-	}
-}
-
-// The bounds of the wait before a handoff is tried again.
-const (
-	handoffRetryMin = 250 * time.Millisecond
-	handoffRetryMax = 5 * time.Second
-)
-
-// every calls fn each interval d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
-}
-
-// sweepLoop drops expired states periodically, and reports fallback
-// admissions to their owners each second.
-func (n *Node) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.SweepInterval)
-	defer t.Stop()
-	reconcile := time.NewTicker(time.Second)
-	defer reconcile.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reconcile.C:
-			// Report fallback admissions to owners that are back.
-			if n.limiter.PendingReports() > 0 {
-				n.limiter.Reconcile(ctx)
-			}
-		case <-t.C:
-			if dropped := n.limiter.Sweep(); dropped > 0 {
-				n.log.Debug("swept expired keys", "dropped", dropped)
-			}
-		}
-	}
 }

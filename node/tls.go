@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/sluice-rl/sluice/internal/clustersecret"
 	"github.com/sluice-rl/sluice/internal/tlsconfig"
 	"github.com/sluice-rl/sluice/transport"
 )
@@ -43,11 +44,14 @@ func (c *Config) validateTLS() error {
 func (c *Config) peerTLSFiles() (cert, key, ca tlsconfig.File) {
 	cert = tlsconfig.File{Path: c.PeerTLSCertFile, Field: "PeerTLSCertFile"}
 	key = tlsconfig.File{Path: c.PeerTLSKeyFile, Field: "PeerTLSKeyFile"}
+	ca = tlsconfig.File{Path: c.PeerTLSCAFile, Field: "PeerTLSCAFile"}
+	if c.ClusterSecretFile != "" {
+		return cert, key, ca // the secret is the peer identity: no defaults from the public TLS
+	}
 	if cert.Path == "" && key.Path == "" {
 		cert = tlsconfig.File{Path: c.TLSCertFile, Field: "TLSCertFile (the default of PeerTLSCertFile)"}
 		key = tlsconfig.File{Path: c.TLSKeyFile, Field: "TLSKeyFile (the default of PeerTLSKeyFile)"}
 	}
-	ca = tlsconfig.File{Path: c.PeerTLSCAFile, Field: "PeerTLSCAFile"}
 	if ca.Path == "" {
 		ca = tlsconfig.File{Path: c.TLSClientCAFile, Field: "TLSClientCAFile (the default of PeerTLSCAFile)"}
 	}
@@ -66,8 +70,9 @@ func (c *Config) peerName() string {
 type security struct {
 	public     *tlsconfig.Source // the public listeners; nil: plaintext
 	clientAuth bool              // the public listeners require client certificates (mTLS)
-	peer       *tlsconfig.Source // peer security; nil: off
+	peer       *tlsconfig.Source // peer mTLS; nil: off
 	peerAuth   *tlsconfig.PeerAuth
+	secret     *clustersecret.Source // the cluster secret; nil: none (set by New)
 }
 
 // loadTLS reads the TLS files of cfg. Their check interval is in real
@@ -146,8 +151,13 @@ func (s security) httpTLSConfig() *tls.Config {
 }
 
 // peerServerOptions are the credentials and interceptors of the peer
-// server: mTLS against the peer CA, and only peers admitted.
+// server: TLS with the cluster secret's identity, or mTLS against the
+// peer CA; only peers admitted.
 func (s security) peerServerOptions() []grpc.ServerOption {
+	if s.secret != nil {
+		// The handshake admits only holders of an accepted secret.
+		return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.secret.ServerConfig()))}
+	}
 	if s.peer == nil {
 		return nil
 	}
@@ -160,6 +170,9 @@ func (s security) peerServerOptions() []grpc.ServerOption {
 
 // peerDialOptions are the credentials of the connections to peers.
 func (s security) peerDialOptions() []grpc.DialOption {
+	if s.secret != nil {
+		return []grpc.DialOption{grpc.WithTransportCredentials(s.secret.ClientCredentials())}
+	}
 	if s.peer == nil {
 		return nil
 	}

@@ -147,7 +147,9 @@ func startSluice(ctx context.Context, cs *children, bin string, n int, prefix st
 		nd := &sluiceNode{grpc: procs.Loopback(ports[4*i]), http: procs.Loopback(ports[4*i+1]), gossip: procs.Loopback(ports[4*i+2])}
 		name := fmt.Sprintf("%s%d", prefix, i+1)
 		args := []string{"serve", "--node-name", name, "--grpc-addr", nd.grpc, "--http-addr", nd.http,
-			"--peer-addr", procs.Loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "3s"}
+			"--peer-addr", procs.Loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "3s",
+			// On loopback, peers in plaintext, as docs/benchmarks.md measured them.
+			"--insecure"}
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
 		}

@@ -16,7 +16,7 @@ func TestServeRefusesTakenNodeName(t *testing.T) {
 	}
 	a := startMember(t, "a")
 	cmd := exec.Command(sluiceBin, "serve", "--node-name", "a", "--grpc-addr", freeAddr(t), "--http-addr", freeAddr(t),
-		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--join", a.gossip)
+		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--join", a.gossip, "--cluster-secret-file", clusterSecretFile)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

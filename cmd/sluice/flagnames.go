@@ -30,6 +30,9 @@ var serveFlags = map[string]string{
 	"GossipAdvertiseAddr":          "gossip-advertise-addr",
 	"AdvertiseAddr":                "gossip-advertise-addr", // cluster.Config
 	"GossipKeyFile":                "gossip-key-file",
+	"GossipKeys":                   "cluster-secret-file", // cluster.Config, derived from the secret
+	"ClusterSecretFile":            "cluster-secret-file",
+	"Insecure":                     "insecure",
 	"Join":                         "join",
 	"PeerTimeout":                  "peer-timeout",
 	"BatchWindow":                  "batch-window",

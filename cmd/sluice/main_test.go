@@ -46,6 +46,11 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	sluiceBin = filepath.Join(dir, "sluice")
+	clusterSecretFile = filepath.Join(dir, "cluster.secret")
+	if err := os.WriteFile(clusterSecretFile, []byte(testClusterSecret+"\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	out, err := exec.Command("go", "build", "-o", sluiceBin, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
@@ -55,6 +60,14 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// testClusterSecret is the cluster secret of the servers the tests start
+// (in clusterSecretFile, given by SLUICE_CLUSTER_SECRET_FILE) unless they
+// bring their own cluster authentication.
+const testClusterSecret = "q4TbHn0LrJ0r3m6cX8Z2kq0y1m4VJdUuW3fHcN7aPz8="
+
+// clusterSecretFile holds testClusterSecret; written by TestMain.
+var clusterSecretFile string
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
 //
@@ -139,6 +152,11 @@ func launch(t *testing.T, name string, args []string, retry bool) (s *server, in
 	}
 	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc, "--peer-addr", peer}, args...)...)
 	s.cmd.Env = append(os.Environ(), "SLUICE_HTTP_ADDR="+s.http)
+	if !slices.ContainsFunc(args, func(a string) bool {
+		return slices.Contains([]string{"--insecure", "--cluster-secret-file", "--peer-tls-cert-file", "--tls-cert-file", "--gossip-key-file"}, a)
+	}) {
+		s.cmd.Env = append(s.cmd.Env, "SLUICE_CLUSTER_SECRET_FILE="+clusterSecretFile)
+	}
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -55,15 +55,24 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("--wait %d: %s lists %d alive members after %s", *wait, node, n, *waitTimeout)
 	}
 	mismatch := policyMismatch(node, ms)
+	insecure, err := c.Insecure(ctx)
+	if err != nil {
+		return unreachable([]string{*addr}, err)
+	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {
 			Node           string          `json:"node"`
 			Members        []client.Member `json:"members"`
 			PolicyMismatch []string        `json:"policy_mismatch,omitempty"`
 			Suspect        []string        `json:"suspect,omitempty"`
-		}{node, ms, mismatch, suspects(ms)})
+			Insecure       bool            `json:"insecure,omitempty"`
+		}{node, ms, mismatch, suspects(ms), insecure})
 	}
-	return printMembers(stdout, node, ms, mismatch)
+	if err := printMembers(stdout, node, ms, mismatch); err != nil || !insecure {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "insecure: %s runs its cluster without authentication (--insecure): anyone who reaches its peer and gossip ports can join, read and change counters; give every node the same --cluster-secret-file\n", node)
+	return err
 }
 
 // membersWait asks the node for its members until it lists at least want

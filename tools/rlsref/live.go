@@ -45,7 +45,8 @@ func startSluice(ctx context.Context, dir, bin, configDir string, n int) ([]*slu
 		nd := &sluiceNode{grpc: procs.Loopback(ports[4*i]), http: procs.Loopback(ports[4*i+1]), gossip: procs.Loopback(ports[4*i+2])}
 		name := fmt.Sprintf("sluice-%d", i+1)
 		args := []string{"serve", "--node-name", name, "--grpc-addr", nd.grpc, "--http-addr", nd.http,
-			"--peer-addr", procs.Loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "2s", "--rls-config", configDir}
+			"--peer-addr", procs.Loopback(ports[4*i+3]), "--gossip-addr", nd.gossip, "--log-level", "warn", "--shutdown-timeout", "2s", "--rls-config", configDir,
+			"--insecure"} // on loopback, peers in plaintext, as the recorded runs had them
 		if i > 0 {
 			args = append(args, "--join", nodes[0].gossip)
 		}
