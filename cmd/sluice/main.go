@@ -24,6 +24,10 @@ const (
 // errDenied makes a command exit with exitDenied.
 var errDenied = errors.New("denied")
 
+// errBenchFailed makes `sluice bench` exit with exitDenied (1): the run
+// completed but too many of its checks failed.
+var errBenchFailed = errors.New("too many errors")
+
 type command struct {
 	name, summary string
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
@@ -63,6 +67,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case err == nil:
 			return exitAllowed
 		case errors.Is(err, errDenied):
+			return exitDenied
+		case errors.Is(err, errBenchFailed):
+			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
 			return exitDenied
 		case errors.Is(err, flag.ErrHelp):
 			return 0
