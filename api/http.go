@@ -6,7 +6,7 @@ package api
 //
 //	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...]}
 //	GET|POST /v1/check?key=K&policy=P            (no body: nginx auth_request, Traefik ForwardAuth)
-//	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming)
+//	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming; "allowed": would a check of 1 be)
 //	GET  /healthz, /readyz, /metrics
 //	GET  /ui, /ui/data                           (the status page, ui.go; when HTTPConfig.UI is set)
 //
@@ -277,7 +277,9 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 
 // serveUsage answers /v1/usage: a cost-0 check described by the query
 // string. It never consumes, so a deny cannot happen and the answer is 200
-// (or 503 when the item could not be evaluated).
+// (or 503 when the item could not be evaluated). Its "allowed" says whether
+// a check of cost 1 would be allowed now (remaining >= 1): the read itself
+// always is, which tells a caller nothing.
 func (a *httpAPI) serveUsage(w http.ResponseWriter, r *http.Request) {
 	q, herr := parseQuery(r.URL.RawQuery)
 	if herr != nil {
@@ -309,6 +311,7 @@ func (a *httpAPI) serveUsage(w http.ResponseWriter, r *http.Request) {
 	toResultJSON(&out.resultJSON, res)
 	if res.Err == nil {
 		out.Used = max(res.Limit-res.Remaining, 0)
+		out.Allowed = res.Remaining >= 1
 	}
 	writeJSON(w, status, &out)
 }
