@@ -206,6 +206,7 @@ func New(cfg Config) (n *Node, err error) {
 		// in (httpTLSConfig) for the probes alone.
 		RequireClientCert: n.sec.clientAuth,
 		UI:                n.uiConfig(),
+		RLS:               n.rls,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
