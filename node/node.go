@@ -60,6 +60,10 @@ type Node struct {
 	policyReloads *prometheus.CounterVec
 	metaKick      chan struct{} // buffer 1: gossip the metadata again
 
+	// The last loads of the policy file and the RLS config, for /ui
+	// (configstate.go).
+	policyState, rlsState configState
+
 	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
 	builtFrom   []cluster.Member   // the members (states aside) of the last ring onMembership built (suspect.go)
 	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
