@@ -6,9 +6,10 @@ package api
 //
 //	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...]}
 //	GET|POST /v1/check?key=K&policy=P            (no body: nginx auth_request, Traefik ForwardAuth)
-//	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming)
+//	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming; "allowed": would a check of 1 be)
 //	GET  /healthz, /readyz, /metrics
 //	GET  /ui, /ui/data                           (the status page, ui.go; when HTTPConfig.UI is set)
+//	POST /json                                   (Envoy RLS ShouldRateLimit in JSON, http_rls.go; when HTTPConfig.RLS is set)
 //
 // With HTTPConfig.RequireClientCert (mTLS), every route but the probes
 // /healthz and /readyz needs a verified client certificate (http_auth.go).
@@ -69,7 +70,7 @@ type HTTPConfig struct {
 	// Gatherer is served at /metrics; nil answers 404 there.
 	Gatherer prometheus.Gatherer
 	// Metrics records request latency (transport="http", method = route
-	// name: check, usage, healthz, readyz, metrics); nil records nothing.
+	// name: check, usage, healthz, readyz, metrics, json); nil records nothing.
 	Metrics *Metrics
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready func() bool
@@ -88,6 +89,9 @@ type HTTPConfig struct {
 	// UI, if set, serves the status page at /ui and /ui/data (ui.go);
 	// nil answers 404 there.
 	UI *UIConfig
+	// RLS, if set, answers POST /json (http_rls.go); nil answers 404
+	// there.
+	RLS RateLimitServer
 }
 
 // DefaultMaxBodyBytes is the default bound on a request's body.
@@ -103,8 +107,9 @@ type httpAPI struct {
 	// requireCert: see HTTPConfig.RequireClientCert.
 	requireCert bool
 	ui          *UIConfig
+	rls         RateLimitServer
 
-	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics prometheus.Observer
+	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics, obsJSON prometheus.Observer
 }
 
 // NewHTTPHandler returns the HTTP API. cfg.Checker is required.
@@ -121,7 +126,7 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 		}
 	}
 	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
-		requireCert: cfg.RequireClientCert, ui: cfg.UI}
+		requireCert: cfg.RequireClientCert, ui: cfg.UI, rls: cfg.RLS}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -137,6 +142,7 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 		a.obsHealthz = m.observer("http", "healthz")
 		a.obsReadyz = m.observer("http", "readyz")
 		a.obsMetrics = m.observer("http", "metrics")
+		a.obsJSON = m.observer("http", "json")
 	}
 	return a, nil
 }
@@ -184,6 +190,11 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/ui", "/ui/data":
 		a.serveUI(w, r)
+	case "/json":
+		obs = a.obsJSON
+		if allowMethods(w, r, http.MethodPost) {
+			a.serveRLSJSON(w, r)
+		}
 	default:
 		writeError(w, &httpError{status: http.StatusNotFound, msg: "no route " + strconv.Quote(r.URL.Path)})
 	}
@@ -278,7 +289,9 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 
 // serveUsage answers /v1/usage: a cost-0 check described by the query
 // string. It never consumes, so a deny cannot happen and the answer is 200
-// (or 503 when the item could not be evaluated).
+// (or 503 when the item could not be evaluated). Its "allowed" says whether
+// a check of cost 1 would be allowed now (remaining >= 1): the read itself
+// always is, which tells a caller nothing.
 func (a *httpAPI) serveUsage(w http.ResponseWriter, r *http.Request) {
 	q, herr := parseQuery(r.URL.RawQuery)
 	if herr != nil {
@@ -310,6 +323,7 @@ func (a *httpAPI) serveUsage(w http.ResponseWriter, r *http.Request) {
 	toResultJSON(&out.resultJSON, res)
 	if res.Err == nil {
 		out.Used = max(res.Limit-res.Remaining, 0)
+		out.Allowed = res.Remaining >= 1
 	}
 	writeJSON(w, status, &out)
 }

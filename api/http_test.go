@@ -578,8 +578,9 @@ func TestHTTPUsageDoesNotConsume(t *testing.T) {
 	if a.status != http.StatusOK {
 		t.Fatalf("usage: %s", a)
 	}
-	if u := decode[usageJSON](t, a); u.Policy != "login" || u.Remaining != 0 || u.Used != 2 {
-		t.Errorf("usage = %+v", u)
+	// At 0 remaining, "allowed" is false: a check of 1 would be denied.
+	if u := decode[usageJSON](t, a); u.Policy != "login" || u.Remaining != 0 || u.Used != 2 || u.Allowed {
+		t.Errorf("usage = %+v, want remaining 0, used 2, allowed false", u)
 	}
 	// Usage of an unseen key: everything left.
 	a = do(t, ts.Server, http.MethodGet, "/v1/usage?key=new&policy=api", "")

@@ -3,6 +3,8 @@ package api
 // The status page: GET /ui (HTML) and GET /ui/data (the same as JSON).
 //
 // It shows the members as this node sees them (state, ring share), the
+// state of its configurations (policies, RLS config: source, hash, rules,
+// last load and its result), the
 // rate of checks and denials this node answered over the last minutes
 // (activity.Series), and its hot keys (activity.HotKeys, a Space-Saving
 // sketch fed a sample of the checks). Both routes take these query
@@ -84,6 +86,9 @@ type UIConfig struct {
 	// Insecure shows a banner: the node runs its cluster without
 	// authentication (`sluice serve --insecure`).
 	Insecure bool
+	// Configs, if set, returns the state of the node's reloaded
+	// configurations (ui_config.go); nil shows none.
+	Configs func() []ConfigState
 }
 
 func (c *UIConfig) validate() error {

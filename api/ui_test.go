@@ -35,8 +35,14 @@ func newUIServer(t *testing.T, keys KeyDisplay) *uiServer {
 			{Name: "n1", State: "alive", RingShare: 0.34, GRPCAddr: "127.0.0.1:2"},
 		}
 	}
+	configs := func() []ConfigState {
+		return []ConfigState{
+			{Name: "policies", Source: "/etc/sluice/policies.yaml", Hash: "0123456789abcdef", Rules: 3, LastLoad: "2026-12-06T21:00:00Z", LastResult: "applied"},
+			{Name: "rls", Source: "/etc/sluice/rls", Hash: "fedcba98", Rules: 7, LastLoad: "2026-12-06T21:05:00Z", LastResult: "rejected: a.yaml:3: descriptors[0].key: must not be empty"},
+		}
+	}
 	srv := httptest.NewServer(mustHandler(t, HTTPConfig{Checker: lim,
-		UI: &UIConfig{Self: "n0", Members: members, Activity: rec, Keys: keys}}))
+		UI: &UIConfig{Self: "n0", Members: members, Activity: rec, Keys: keys, Configs: configs}}))
 	t.Cleanup(srv.Close)
 	return &uiServer{Server: srv, rec: rec}
 }
@@ -92,6 +98,19 @@ func TestUIPage(t *testing.T) {
 		`<code>&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</code>`,
 		`<rect class="checks"`,
 		`Over the last 1m0s to twice that`,
+		// The configurations' state.
+		`<tr><td class="name">policies</td><td class="mono">/etc/sluice/policies.yaml</td><td class="mono hash">0123456789abcdef</td><td class="num rules">3</td><td class="mono">2026-12-06T21:00:00Z</td><td class="result">applied</td></tr>`,
+		`<td class="result">rejected: a.yaml:3: descriptors[0].key: must not be empty</td>`,
+		// The chart's axes: checks/s from 0 to the peak, time from the
+		// window's start (1m, the ring) to now.
+		`<text class="ytick" x="-7" y="120.00" dy="0.35em" text-anchor="end">0.0</text>`,
+		`<text class="ytick" x="-7" y="60.00" dy="0.35em" text-anchor="end">19.0</text>`,
+		`<text class="ytick" x="-7" y="0.00" dy="0.35em" text-anchor="end">38.0</text>`,
+		`<text class="xtick" x="0.00" y="120" dy="1.2em" text-anchor="middle">-1m0s</text>`,
+		`<text class="xtick" x="300.00" y="120" dy="1.2em" text-anchor="middle">-30s</text>`,
+		`<text class="xtick" x="600.00" y="120" dy="1.2em" text-anchor="middle">now</text>`,
+		`id="y-axis-title">checks/s</text>`,
+		`id="x-axis-title">time (ago)</text>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
@@ -128,6 +147,9 @@ func TestUIData(t *testing.T) {
 	}
 	if d.RingShareTotal < 0.999 || d.RingShareTotal > 1.001 {
 		t.Errorf("ring_share_total %v", d.RingShareTotal)
+	}
+	if len(d.Configs) != 2 || d.Configs[0].Name != "policies" || d.Configs[0].Hash != "0123456789abcdef" || d.Configs[1].Rules != 7 {
+		t.Errorf("configs: %+v", d.Configs)
 	}
 	if d.Window != "30s" || d.Span != "1s" || d.NowSpan != "1s" || len(d.Rates) != 1 || d.Rates[0] != (uiRate{Checks: 38, Denials: 20}) || d.NowChecks != 38 {
 		t.Errorf("rates: window %s %+v now %v", d.Window, d.Rates, d.NowChecks)

@@ -16,6 +16,8 @@ type uiData struct {
 	Members  []uiMember `json:"members"`
 	// RingShareTotal sums the members' shares (1 when the ring is whole).
 	RingShareTotal float64 `json:"ring_share_total"`
+	// Configs are the node's reloaded configurations.
+	Configs []ConfigState `json:"configs"`
 
 	IntervalSeconds float64 `json:"interval_seconds"`
 	Window          string  `json:"window"`
@@ -73,10 +75,25 @@ type uiHotKey struct {
 }
 
 // uiChart is the rates as SVG bars, computed here so the template only
-// places numbers.
+// places numbers: a plot of Width × Height (bars in its coordinates) at
+// (Left, Top) in a picture of OuterWidth × OuterHeight, with the axes'
+// ticks and labels around it.
 type uiChart struct {
-	Width, Height int
+	Width, Height           int
+	Left, Top               int
+	OuterWidth, OuterHeight int
+	// TickEnd is where the time axis's ticks end, MidY the middle of the
+	// checks/s axis.
+	TickEnd, MidY int
 	Bars          []uiBar
+	// YTicks are checks/s (0, half the peak, the peak), XTicks time ago
+	// (the window's start to "now"), each at its place in the plot.
+	YTicks, XTicks []uiTick
+}
+
+// uiTick is one axis tick: its place along the axis and its label.
+type uiTick struct {
+	At, Label string
 }
 
 type uiBar struct {
@@ -99,6 +116,10 @@ func (c *UIConfig) view(q uiQuery, showKeys bool) *uiData {
 		d.RingShareTotal += m.RingShare
 	}
 	slices.SortFunc(d.Members, func(a, b uiMember) int { return cmp.Compare(a.Name, b.Name) })
+	d.Configs = []ConfigState{}
+	if c.Configs != nil {
+		d.Configs = c.Configs()
+	}
 
 	secs := act.Interval.Seconds()
 	pts := act.Series.Last(q.slots)
@@ -121,7 +142,7 @@ func (c *UIConfig) view(q uiQuery, showKeys bool) *uiData {
 		d.WindowChecks, d.WindowDenials = allC/float64(n), allD/float64(n)
 		d.NowChecks, d.NowDenials = nowC/float64(k), nowD/float64(k)
 	}
-	d.Chart = chart(d.Rates, q.slots, d.PeakChecks)
+	d.Chart = chart(d.Rates, q.slots, d.PeakChecks, act.Interval)
 
 	top, total := act.Hot.Top(q.top)
 	d.Counted = total
@@ -139,15 +160,28 @@ func (c *UIConfig) view(q uiQuery, showKeys bool) *uiData {
 	return d
 }
 
-// chart lays out rates as bars in a window of slots, the newest at the
-// right; peak is the tallest bar.
-func chart(rates []uiRate, slots int, peak float64) uiChart {
-	c := uiChart{Width: 600, Height: 120}
+// chart lays out rates as bars in a window of slots of interval each, the
+// newest at the right; peak is the tallest bar.
+func chart(rates []uiRate, slots int, peak float64, interval time.Duration) uiChart {
+	c := uiChart{Width: 600, Height: 120, Left: 64, Top: 10}
+	c.OuterWidth, c.OuterHeight = c.Left+c.Width+24, c.Top+c.Height+40
+	c.TickEnd, c.MidY = c.Height+4, c.Height/2
 	if peak <= 0 {
 		peak = 1
 	}
 	w := float64(c.Width) / float64(max(slots, 1))
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	for _, share := range []float64{0, 0.5, 1} {
+		c.YTicks = append(c.YTicks, uiTick{At: f(float64(c.Height) * (1 - share)), Label: strconv.FormatFloat(peak*share, 'f', 1, 64)})
+	}
+	window := time.Duration(max(slots, 1)) * interval
+	for _, share := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		label := "now"
+		if ago := time.Duration(float64(window) * (1 - share)).Round(interval); ago > 0 {
+			label = "-" + ago.String()
+		}
+		c.XTicks = append(c.XTicks, uiTick{At: f(float64(c.Width) * share), Label: label})
+	}
 	off := slots - len(rates)
 	for i, r := range rates {
 		hc := r.Checks / peak * float64(c.Height)

@@ -366,7 +366,7 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 			l.putBack(entries)
 			failed[name] = err
 			if !errors.Is(err, ErrLeaving) {
-				l.log.Warn("handoff to new owner failed; its keys stay here until fetched", "to", name, "err", err)
+				l.log.Log(ctx, churnLevel(err), "handoff to new owner failed; its keys stay here until fetched", "to", name, "err", err)
 			}
 			return
 		}
@@ -424,7 +424,7 @@ func (l *Limiter) handOffTo(ctx context.Context, v *view, r *ring.Ring) (int, []
 		to, _ := r.Member(name)
 		if err := l.peers.Handoff(ctx, to, nil, parts); err != nil {
 			failed[name] = err
-			l.log.Warn("handoff: could not confirm partitions", "to", name, "err", err)
+			l.log.Log(ctx, churnLevel(err), "handoff: could not confirm partitions", "to", name, "err", err)
 		}
 	}
 	var leaving []string

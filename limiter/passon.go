@@ -116,7 +116,7 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	err := untilKnown(ctx, handoff(), budget, passOnRetryMin, passOnRetryMax, handoff)
 	if err != nil {
 		l.putBack(states)
-		l.log.Warn("handoff: could not pass states on to their owner; they stay here", "to", to.Name, "states", len(states), "err", err)
+		l.log.Log(ctx, churnLevel(err), "handoff: could not pass states on to their owner; they stay here", "to", to.Name, "states", len(states), "err", err)
 		if !errors.Is(err, ErrNotMember) {
 			// The owner is leaving or out of reach: it will not count
 			// them on an acknowledgement from this node.

@@ -100,9 +100,12 @@ func (l *Limiter) admits(from string) bool {
 	return ok
 }
 
-// refuse logs and counts a refused peer call and returns its error.
+// refuse logs and counts a refused peer call and returns its error. The
+// log is INFO: a node that rejoins calls its peers before every ring has it
+// again, so refusals come with normal churn; sluice_peer_refused_total is
+// what an operator watches for refusals that last.
 func (l *Limiter) refuse(method, from string) error {
 	l.metrics.peerRefused.WithLabelValues(method).Inc()
-	l.log.Warn("peer call refused: the caller is not a member of this node's ring", "method", method, "from", from)
+	l.log.Info("peer call refused: the caller is not a member of this node's ring", "method", method, "from", from)
 	return fmt.Errorf("%w: %s from %q", ErrNotMember, method, from)
 }

@@ -380,7 +380,7 @@ func (l *Limiter) pushOrphans(ctx context.Context, v *view, r *ring.Ring) {
 		to, _ := r.Member(name)
 		if err := l.peers.Handoff(ctx, to, entries, nil); err != nil {
 			ok = false
-			l.log.Warn("replicas of a departed owner not handed to the new owner", "to", name, "err", err)
+			l.log.Log(ctx, churnLevel(err), "replicas of a departed owner not handed to the new owner", "to", name, "err", err)
 			continue
 		}
 		keys := make([]uint64, len(entries))

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -29,7 +30,14 @@ func (n *Node) handoffLoop(ctx context.Context) {
 			continue
 		}
 		wait = min(max(2*wait, handoffRetryMin), handoffRetryMax)
-		n.log.Warn("handoff incomplete; trying again", "err", err, "in", wait)
+		// A handoff that fails while the rings settle (a rejoin) is
+		// expected: INFO. One still failing at the longest wait, some
+		// seconds on, is WARN.
+		level := slog.LevelInfo
+		if wait == handoffRetryMax {
+			level = slog.LevelWarn
+		}
+		n.log.Log(ctx, level, "handoff incomplete; trying again", "err", err, "in", wait)
 		retry.Reset(wait)
 	}
 }

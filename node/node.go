@@ -62,6 +62,10 @@ type Node struct {
 	policyReloads *prometheus.CounterVec
 	metaKick      chan struct{} // buffer 1: gossip the metadata again
 
+	// The last loads of the policy file and the RLS config, for /ui
+	// (configstate.go).
+	policyState, rlsState configState
+
 	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
 	builtFrom   []cluster.Member   // the members (states aside) of the last ring onMembership built (suspect.go)
 	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
@@ -227,6 +231,7 @@ func New(cfg Config) (n *Node, err error) {
 		// in (httpTLSConfig) for the probes alone.
 		RequireClientCert: n.sec.clientAuth,
 		UI:                n.uiConfig(),
+		RLS:               n.rls,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

@@ -27,15 +27,19 @@ func (n *Node) newPolicies() (*policy.Set, error) {
 	set := policy.Empty()
 	if n.cfg.PolicyFile != "" {
 		r, err := policy.NewReloader(policy.ReloaderConfig{
-			Path:     n.cfg.PolicyFile,
-			Apply:    n.applyPolicies,
-			Rejected: func(error) { n.policyReloads.WithLabelValues("rejected").Inc() },
-			Logger:   n.log,
+			Path:  n.cfg.PolicyFile,
+			Apply: n.applyPolicies,
+			Rejected: func(err error) {
+				n.policyReloads.WithLabelValues("rejected").Inc()
+				n.policyState.record(n.now(), "rejected: "+err.Error())
+			},
+			Logger: n.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("node: policies: %w", err)
 		}
 		n.policyLoad, set = r, r.Set()
+		n.policyState.record(n.now(), "loaded")
 	}
 	h := set.Hash()
 	n.policyHash.Store(&h)
@@ -49,6 +53,7 @@ func (n *Node) applyPolicies(s *policy.Set) {
 	h := s.Hash()
 	n.policyHash.Store(&h)
 	n.policyReloads.WithLabelValues("applied").Inc()
+	n.policyState.record(n.now(), "applied")
 	select {
 	case n.metaKick <- struct{}{}:
 	default:

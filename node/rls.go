@@ -38,15 +38,22 @@ func (n *Node) newRLS(reg prometheus.Registerer, tm *api.Metrics) error {
 		return nil
 	}
 	n.rlsLoad, err = rls.NewReloader(rls.ReloaderConfig{
-		Path:     n.cfg.RLSConfig,
-		Apply:    n.rls.SetConfig,
-		Rejected: n.rls.ConfigRejected,
-		Logger:   n.log,
+		Path: n.cfg.RLSConfig,
+		Apply: func(c *rls.Config) {
+			n.rls.SetConfig(c)
+			n.rlsState.record(n.now(), "applied")
+		},
+		Rejected: func(err error) {
+			n.rls.ConfigRejected(err)
+			n.rlsState.record(n.now(), "rejected: "+err.Error())
+		},
+		Logger: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("node: RLSConfig: %w", err)
 	}
 	c := n.rlsLoad.Config()
+	n.rlsState.record(n.now(), "loaded")
 	n.log.Info("RLS configuration loaded", "path", n.cfg.RLSConfig, "files", len(c.Files), "domains", len(c.Domains()))
 	return nil
 }

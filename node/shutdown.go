@@ -30,7 +30,7 @@ func (n *Node) shutdown() error {
 	if err := n.cluster.Leave(5 * time.Second); err != nil {
 		// Not fatal: the others also learn of the departure by probing,
 		// and the handoff below does not depend on it.
-		n.log.Warn("leave not confirmed by gossip; handing off anyway", "err", err)
+		n.log.Info("leave not confirmed by gossip; handing off anyway", "err", err)
 	}
 	var others []ring.Member
 	for _, m := range n.cluster.Snapshot().Members {

@@ -16,7 +16,7 @@ func (n *Node) uiConfig() *api.UIConfig {
 	if n.cfg.UIKeys != "" {
 		keys, _ = api.ParseKeyDisplay(n.cfg.UIKeys) // validated by Config.validate
 	}
-	return &api.UIConfig{Self: n.cfg.NodeName, Members: n.members, Activity: n.activity, Keys: keys, Insecure: n.auth == authInsecure}
+	return &api.UIConfig{Self: n.cfg.NodeName, Members: n.members, Activity: n.activity, Keys: keys, Insecure: n.auth == authInsecure, Configs: n.configStates}
 }
 
 // validUIKeys reports whether s is a Config.UIKeys.

@@ -37,8 +37,11 @@ The nodes must serve the matching config (sluice serve --rls-config FILE):
 run touches, so the audit's burst is 2 × --limit.
 
 While it runs, a progress line goes to stderr when stderr is a terminal; the
-summary goes to stdout (JSON with --json). Exit 0 after a run (even with
-errors: see the summary), 2 on bad flags or an interrupted run.
+summary goes to stdout (JSON with --json). Exit 0 after a run whose share of
+checks that failed with an error is at most --max-error-rate (default 0: any
+error fails the run, as a bench against a broken or misconfigured node
+measures nothing), 1 after a run over it or with no check answered, 2 on
+bad flags or an interrupted run.
 
 Flags:`
 
@@ -78,6 +81,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var tf tlsFlags
 	tf.register(fs)
 	printRLS := fs.Bool("print-rls-config", false, "with --rls: print the ratelimit config the nodes need, and exit")
+	maxErrRate := fs.Float64("max-error-rate", 0, "the share of checks (0..1) that may fail with an error before the run exits 1")
 	describeEnv(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -110,6 +114,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.New("--timeout: must be > 0")
 	case *conns < 0:
 		return errors.New("--conns: must be >= 0")
+	case !(*maxErrRate >= 0 && *maxErrRate <= 1):
+		return errors.New("--max-error-rate: must be in [0, 1]")
 	}
 	if err := rlsFlagsAgree(*rls, set); err != nil {
 		return err
@@ -181,7 +187,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if runErr != nil {
 		return fmt.Errorf("interrupted after %s: %w", s.Elapsed.Round(time.Millisecond), runErr)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return errorRateExceeded(s, *maxErrRate)
+}
+
+// errorRateExceeded is nil when the run's share of checks that failed with
+// an error is at most max, and wraps errBenchFailed otherwise (and when no
+// check was answered at all).
+func errorRateExceeded(s bench.Summary, max float64) error {
+	if s.Checks == 0 {
+		return fmt.Errorf("%w: no check answered", errBenchFailed)
+	}
+	if rate := float64(s.Errors) / float64(s.Checks); rate > max {
+		return fmt.Errorf("%w: %d of %d checks failed (%.4g > --max-error-rate %g), first: %s",
+			errBenchFailed, s.Errors, s.Checks, rate, max, s.FirstError)
+	}
+	return nil
 }
 
 // isTerminal reports whether w is a terminal (a character device).

@@ -130,3 +130,23 @@ func TestBenchRLSAgainstServer(t *testing.T) {
 		t.Fatalf("audit %+v: want 10 keys, bound 2 × 5, none over", sum.Audit)
 	}
 }
+
+// A run whose checks fail exits 1 naming the errors (a node without an RLS
+// config answers every RLS call with an error); --max-error-rate 1 lets
+// the same run exit 0, and a bad --max-error-rate exits 2.
+func TestBenchExitOnErrors(t *testing.T) {
+	s := startServer(t)
+	args := []string{"bench", "--rls", "--addr", s.grpc, "--duration", "300ms", "--keys", "3", "--limit", "5", "--period", "1h"}
+	code, out := sluice(t, args...)
+	if code != 1 || !strings.Contains(out, "checks failed") || !strings.Contains(out, "--max-error-rate 0") {
+		t.Errorf("every check an error: exit %d, output %s; want 1 naming the errors", code, out)
+	}
+	if code, out := sluice(t, append(args, "--max-error-rate", "1")...); code != 0 {
+		t.Errorf("--max-error-rate 1: exit %d, output %s; want 0", code, out)
+	}
+	for _, v := range []string{"-0.1", "1.5", "NaN"} {
+		if code, out := sluice(t, "bench", "--addr", "127.0.0.1:1", "--max-error-rate", v); code != 2 || !strings.Contains(out, "--max-error-rate") {
+			t.Errorf("--max-error-rate %s: exit %d, output %q; want 2 naming the flag", v, code, out)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -111,57 +110,6 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// resultJSON is the --json form of a result.
-type resultJSON struct {
-	Key        string `json:"key"`
-	Allowed    bool   `json:"allowed"`
-	Limit      int64  `json:"limit"`
-	Remaining  int64  `json:"remaining"`
-	ResetAfter string `json:"reset_after"`
-	RetryAfter string `json:"retry_after"`
-	Source     string `json:"source"`
-	Owner      string `json:"owner"`
-	Error      string `json:"error,omitempty"`
-}
-
-func printResult(w io.Writer, asJSON bool, key string, r client.Result, read bool) error {
-	if asJSON {
-		j := resultJSON{Key: key, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
-			ResetAfter: r.ResetAfter.String(), RetryAfter: r.RetryAfter.String(), Source: r.Source, Owner: r.Owner}
-		if r.Err != nil {
-			j.Error = r.Err.Error()
-		}
-		enc := json.NewEncoder(w)
-		return enc.Encode(j)
-	}
-	switch {
-	case r.Err != nil:
-		fmt.Fprintf(w, "error: %v\n", r.Err)
-	case read:
-		fmt.Fprintf(w, "%s: used %d of %d, remaining %d, resets in %s (source %s, owner %s)\n",
-			key, r.Limit-r.Remaining, r.Limit, r.Remaining, humanDuration(r.ResetAfter), r.Source, r.Owner)
-	case r.Allowed:
-		fmt.Fprintf(w, "allowed: remaining %d of %d, resets in %s (source %s, owner %s)\n",
-			r.Remaining, r.Limit, humanDuration(r.ResetAfter), r.Source, r.Owner)
-	default:
-		fmt.Fprintf(w, "denied: retry after %s, remaining %d of %d (source %s, owner %s)\n",
-			humanDuration(r.RetryAfter), r.Remaining, r.Limit, r.Source, r.Owner)
-	}
-	return nil
-}
-
-// humanDuration is d as the CLI prints it to people: rounded to the
-// millisecond ("29.966s", "30s", "1m0.5s"). A positive d under half a
-// millisecond prints as "1ms", not "0s": a retry-after of "0s" would say
-// there is no need to wait. --json keeps the exact durations.
-func humanDuration(d time.Duration) string {
-	r := d.Round(time.Millisecond)
-	if r == 0 && d > 0 {
-		r = time.Millisecond
-	}
-	return r.String()
-}
-
 // keyCommand is a parsed `sluice check` or `sluice usage`: one KEY, the
 // limit flags, and a client dialled to the given nodes.
 type keyCommand struct {
@@ -220,7 +168,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return unreachable(kc.flags.addr, err)
 	}
-	if err := printResult(stdout, kc.flags.asJSON, kc.key, res[0], false); err != nil {
+	if err := printResult(stdout, kc.flags.asJSON, kc.key, res[0], false, resetPhrase(kc.flags.policy, kc.limit.Algorithm)); err != nil {
 		return err
 	}
 	if res[0].Err != nil {
@@ -244,7 +192,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return unreachable(kc.flags.addr, err)
 	}
-	if err := printResult(stdout, kc.flags.asJSON, kc.key, res, true); err != nil {
+	if err := printResult(stdout, kc.flags.asJSON, kc.key, res, true, resetPhrase(kc.flags.policy, kc.limit.Algorithm)); err != nil {
 		return err
 	}
 	return res.Err

@@ -37,12 +37,12 @@ func TestPrintResultRoundsDurations(t *testing.T) {
 		want          string
 	}{
 		{false, false, "denied: retry after 29.966s, remaining 0 of 10 (source owner, owner a)\n"},
-		{true, false, "allowed: remaining 0 of 10, resets in 59.966s (source owner, owner a)\n"},
-		{false, true, "k: used 10 of 10, remaining 0, resets in 59.966s (source owner, owner a)\n"},
+		{true, false, "allowed: remaining 0 of 10, refills fully in 59.966s (source owner, owner a)\n"},
+		{false, true, "k: used 10 of 10, remaining 0 (a check of 1 would be denied), refills fully in 59.966s (source owner, owner a)\n"},
 	} {
 		r.Allowed = tc.allowed
 		var b bytes.Buffer
-		if err := printResult(&b, false, "k", r, tc.read); err != nil {
+		if err := printResult(&b, false, "k", r, tc.read, "refills fully in"); err != nil {
 			t.Fatal(err)
 		}
 		if b.String() != tc.want {
@@ -51,10 +51,32 @@ func TestPrintResultRoundsDurations(t *testing.T) {
 	}
 	// --json is for programs: the exact durations.
 	var b bytes.Buffer
-	if err := printResult(&b, true, "k", r, false); err != nil {
+	if err := printResult(&b, true, "k", r, false, "refills fully in"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `"retry_after":"29.96551273s"`) {
 		t.Errorf("--json: %s, want the exact retry_after", b.String())
+	}
+}
+
+// What reset_after is the time until, said per algorithm: after one check
+// of 10/h, a token bucket refills fully in 6m (one unit's refill), while a
+// fixed window ends at the hour.
+func TestCheckResetWording(t *testing.T) {
+	s := startServer(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--algorithm", "token_bucket"}, "allowed: remaining 9 of 10, refills fully in 6m0s"},
+		{[]string{"--algorithm", "fixed_window"}, "allowed: remaining 9 of 10, window ends in "},
+		{[]string{"--algorithm", "sliding_log"}, "allowed: remaining 9 of 10, window empties in 1h0m0s"},
+		{[]string{"--algorithm", "sliding_window"}, "allowed: remaining 9 of 10, window empties in 1h"},
+	} {
+		args := append([]string{"check", "--addr", s.grpc, "wording:" + tc.args[1], "--limit", "10", "--period", "1h"}, tc.args...)
+		code, out := sluice(t, args...)
+		if code != 0 || !strings.HasPrefix(out, tc.want) {
+			t.Errorf("%v: exit %d, output %q; want it to start %q", tc.args, code, out, tc.want)
+		}
 	}
 }

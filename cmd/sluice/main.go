@@ -1,5 +1,5 @@
 // Command sluice is the Sluice server and CLI: `sluice serve` runs a node;
-// `sluice check`, `sluice usage` and `sluice version` talk to one;
+// `sluice check`, `sluice usage`, `sluice rls` and `sluice version` talk to one;
 // `sluice plan` estimates a cluster's capacity.
 package main
 
@@ -14,7 +14,7 @@ import (
 	"syscall"
 )
 
-// Exit codes of the check and usage commands.
+// Exit codes of the check, usage and rls commands.
 const (
 	exitAllowed = 0
 	exitDenied  = 1
@@ -23,6 +23,10 @@ const (
 
 // errDenied makes a command exit with exitDenied.
 var errDenied = errors.New("denied")
+
+// errBenchFailed makes `sluice bench` exit with exitDenied (1): the run
+// completed but too many of its checks failed.
+var errBenchFailed = errors.New("too many errors")
 
 type command struct {
 	name, summary string
@@ -33,6 +37,7 @@ var commands = []command{
 	{"serve", "run a Sluice node", runServe},
 	{"check", "spend units of a key's limit (exit 0 allowed, 1 denied, 2 error)", runCheck},
 	{"usage", "read a key's usage without spending", runUsage},
+	{"rls", "send one Envoy RLS ShouldRateLimit (exit 0 OK, 1 over the limit, 2 error)", runRLS},
 	{"members", "list the cluster's members as a node sees them", runMembers},
 	{"bench", "drive load at nodes: checks/s, latency percentiles, accuracy audit", runBench},
 	{"plan", "estimate a cluster's memory, CPU and network from its checks/s and keys", runPlan},
@@ -63,6 +68,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case err == nil:
 			return exitAllowed
 		case errors.Is(err, errDenied):
+			return exitDenied
+		case errors.Is(err, errBenchFailed):
+			fmt.Fprintf(stderr, "sluice %s: %v\n", c.name, err)
 			return exitDenied
 		case errors.Is(err, flag.ErrHelp):
 			return 0

@@ -244,7 +244,12 @@ func TestCheckTwelveTimes(t *testing.T) {
 		}
 	}
 	code, out := sluice(t, "usage", "--addr", s.grpc, "cli:new-key", "--limit", "10", "--period", "1h", "--json")
-	if code != 0 || !strings.Contains(out, `"remaining":0`) {
+	// A read at 0 remaining is not "allowed": the next check of 1 is not.
+	if code != 0 || !strings.Contains(out, `"remaining":0`) || !strings.Contains(out, `"allowed":false`) {
+		t.Fatalf("usage: exit %d, output %s; want remaining 0, allowed false", code, out)
+	}
+	code, out = sluice(t, "usage", "--addr", s.grpc, "cli:new-key", "--limit", "10", "--period", "1h")
+	if code != 0 || !strings.Contains(out, "remaining 0 (a check of 1 would be denied)") {
 		t.Fatalf("usage: exit %d, output %s", code, out)
 	}
 	// Bad input exits 2 and names the field.

@@ -16,7 +16,7 @@ func TestPlan(t *testing.T) {
 	}
 	// The default --replicas 1: each node holds its third of the keys and
 	// a copy of another third.
-	for _, s := range []string{"1 replicas", "6,666,667", "434.4 MiB", "254.3 MiB", "508.6 MiB", "0.42 cores", "66,667/s"} {
+	for _, s := range []string{"1 replicas", "6,666,667", "277.3 MiB", "254.3 MiB", "508.6 MiB", "0.42 cores", "66,667/s"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("no %q in:\n%s", s, out.String())
 		}

@@ -12,15 +12,22 @@ import (
 )
 
 // Measured constants (docs/benchmarks.md, 2-core AMD EPYC, Go 1.26.8).
+// plan_test.go checks that NodeBaseBytes and NodeBytesPerKey are the
+// figures of scenario (e) in docs/benchmarks.md.
 const (
-	// NodeBaseBytes is a node's RSS before it holds any key: (e) "RSS
-	// before" of a fresh single node, 20.5 MiB.
-	NodeBaseBytes = 20.5 * (1 << 20)
-	// NodeBytesPerKey is a node's RSS per stored key: (e) one node holding
-	// 10,000,000 token-bucket keys, 641.3 MiB, 65.1 B/key (the store's
-	// states, 37.6 B/key in "store: 10M keys on one node", plus the Go
-	// heap around them: map growth, garbage between collections).
-	NodeBytesPerKey = 65.1
+	// NodeBaseBytes is a node's RSS before it holds any key: scenario (e)
+	// of `make bench-compare` (2026-12-05), "RSS before" of a fresh
+	// single `sluice serve`, 26.8 MiB.
+	NodeBaseBytes = 26.8 * (1 << 20)
+	// NodeBytesPerKey is a node's RSS per stored key with `sluice
+	// serve`'s GC settings (--gc-percent 25 once the live heap passes
+	// 256 MiB; GOGC and GOMEMLIMIT unset): scenario (e) of `make
+	// bench-compare` (2026-12-05), one node filled with 10,000,000
+	// token-bucket keys, RSS 26.8 -> 403.0 MiB, 39.4 B/key (the store's
+	// maps ~31 B/key of live heap, the rest garbage and free heap between
+	// collections: docs/benchmarks.md, "node: 10M keys, where the RSS
+	// goes").
+	NodeBytesPerKey = 39.4
 	// StoreEstimateBytesPerKey is what the store's memory cap counts per
 	// key: "store: 10M keys on one node", "the store's own estimate (for
 	// the memory cap)", 40 B/key.

@@ -2,7 +2,12 @@ package plan_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,34 +31,34 @@ func TestCompute(t *testing.T) {
 		{
 			name: "one node holds everything and forwards nothing",
 			in:   plan.Input{RPS: 100_000, Keys: 10_000_000, Nodes: 1},
-			// 20.5 MiB + 10M × 65.1 B; the cap needs 10M × 40 B / 0.5.
-			keysPerNode: 10_000_000, memory: 20.5*mib + 651_000_000, limit: 800_000_000,
+			// 26.8 MiB + 10M × 39.4 B; the cap needs 10M × 40 B / 0.5.
+			keysPerNode: 10_000_000, memory: 26.8*mib + 394_000_000, limit: 800_000_000,
 			cores: 0.7,
 		},
 		{
 			name:        "three nodes, unrouted callers: 2/3 forwarded",
 			in:          plan.Input{RPS: 90_000, Keys: 3_000_000, Nodes: 3},
-			keysPerNode: 1_000_000, memory: 20.5*mib + 65_100_000, limit: 20.5*mib + 65_100_000,
+			keysPerNode: 1_000_000, memory: 26.8*mib + 39_400_000, limit: 80_000_000,
 			cores:     (90_000*0.7/100_000 + 60_000*0.11*51e-6*1.5) / 3,
 			forwarded: 60_000, netBytes: 60_000 * 109,
 		},
 		{
 			name:        "a replica doubles the keys a node holds",
 			in:          plan.Input{RPS: 1, Keys: 30_000_000, Nodes: 3, Replicas: 1},
-			keysPerNode: 20_000_000, memory: 20.5*mib + 1_302_000_000, limit: 1_600_000_000,
+			keysPerNode: 20_000_000, memory: 26.8*mib + 788_000_000, limit: 1_600_000_000,
 			cores:     (0.7/100_000 + 2.0/3*0.11*51e-6*1.5) / 3,
 			forwarded: 2.0 / 3, netBytes: 2.0 / 3 * 109,
 		},
 		{
 			name:        "routed by the Go client: nothing forwarded",
 			in:          plan.Input{RPS: 100_000, Keys: 3, Nodes: 3, RoutedShare: 1},
-			keysPerNode: 1, memory: 20.5*mib + 65.1, limit: 20.5*mib + 65.1,
+			keysPerNode: 1, memory: 26.8*mib + 39.4, limit: 26.8*mib + 39.4,
 			cores: 0.7 / 3,
 		},
 		{
 			name:        "half the forwarded checks on hot keys with grants",
 			in:          plan.Input{RPS: 300_000, Keys: 3, Nodes: 4, GrantShare: 0.5},
-			keysPerNode: 0.75, memory: 20.5*mib + 0.75*65.1, limit: 20.5*mib + 0.75*65.1,
+			keysPerNode: 0.75, memory: 26.8*mib + 0.75*39.4, limit: 26.8*mib + 0.75*39.4,
 			// 3/4 of 300,000 reach a node other than the owner; half of
 			// them forwarded, half answered from grants.
 			cores:     (300_000*0.7/100_000 + 112_500*0.11*51e-6*1.5) / 4,
@@ -163,5 +168,34 @@ func TestConstantsAgree(t *testing.T) {
 	}
 	if got := wire(true, 1000); got != plan.GrantRPCBytes {
 		t.Errorf("a grant RPC of 1,000 units is %d bytes on the wire, GrantRPCBytes %d", got, plan.GrantRPCBytes)
+	}
+}
+
+// The memory constants are the figures measured in scenario (e) of
+// docs/benchmarks.md (one node, 10M keys, `sluice serve`'s GC settings),
+// and docs/capacity.md states them: a new `make bench-compare` that moves
+// the figure fails here until the constant follows.
+func TestMemoryConstantsAreMeasured(t *testing.T) {
+	b, err := os.ReadFile("../../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^\| Sluice \(1 node\) \| 10,000,000 \| [^|]+ \| ([0-9.]+) MiB \| [0-9.]+ MiB \| ([0-9.]+) \|`).FindSubmatch(b)
+	if row == nil {
+		t.Fatal("docs/benchmarks.md: no scenario (e) row for Sluice (1 node)")
+	}
+	before, _ := strconv.ParseFloat(string(row[1]), 64)
+	perKey, _ := strconv.ParseFloat(string(row[2]), 64)
+	if plan.NodeBytesPerKey != perKey || plan.NodeBaseBytes != before*(1<<20) {
+		t.Errorf("NodeBytesPerKey %v, NodeBaseBytes %v MiB; docs/benchmarks.md (e) measured %v B/key, %v MiB before",
+			plan.NodeBytesPerKey, plan.NodeBaseBytes/(1<<20), perKey, before)
+	}
+	c, err := os.ReadFile("../../docs/capacity.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%.1f MiB + *k* × %.1f B", plan.NodeBaseBytes/(1<<20), plan.NodeBytesPerKey)
+	if !strings.Contains(string(c), want) {
+		t.Errorf("docs/capacity.md lacks %q", want)
 	}
 }
