@@ -246,7 +246,7 @@ func checkPod(name string, sts *appsv1.StatefulSet, vals map[string]any, flags m
 			fail("StatefulSet %s: env %s set twice", name, e.Name)
 		}
 		env[e.Name] = e
-		if n, ok := strings.CutPrefix(e.Name, "SLUICE_"); ok && flags != nil && !flags[flagOf(n)] && !pendingFlags[flagOf(n)] {
+		if n, ok := strings.CutPrefix(e.Name, "SLUICE_"); ok && flags != nil && !flags[flagOf(n)] {
 			fail("StatefulSet %s: env %s is no `sluice serve` flag's twin", name, e.Name)
 		}
 	}

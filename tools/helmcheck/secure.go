@@ -10,12 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// pendingFlags are `sluice serve` flags of the secdefault change (issue 32:
-// --cluster-secret-file, --insecure) that the chart sets before that change
-// is merged. The SLUICE_* twin check accepts them until then; remove this
-// allow-list when `sluice serve -h` lists them.
-var pendingFlags = map[string]bool{"cluster-secret-file": true, "insecure": true}
-
 // goMemLimit is the Go soft memory limit the chart sets: 90% of the
 // container's memory limit rounded down to a MiB, the share `sluice serve`
 // takes by default.
