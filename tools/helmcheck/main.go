@@ -37,6 +37,7 @@ import (
 	"sort"
 	"strings"
 
+	chart "helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
@@ -151,7 +152,7 @@ func checkChart(chartDir string, vs valueSet, flags map[string]bool, show bool) 
 			problems = append(problems, "lint: "+m.Error())
 		}
 	}
-	manifests, err := render(chartDir, vs, kv)
+	manifests, err := render(chartDir, vs, kv, nil)
 	if err != nil {
 		return append(problems, "render: "+err.Error())
 	}
@@ -171,8 +172,9 @@ func checkChart(chartDir string, vs valueSet, flags map[string]bool, show bool) 
 }
 
 // render runs Helm's template engine as `helm template` does, and returns
-// the rendered files by name (NOTES.txt and the partials excluded).
-func render(chartDir string, vs valueSet, kv *common.KubeVersion) (map[string]string, error) {
+// the rendered files by name (NOTES.txt and the partials excluded). With a
+// cluster, the templates' lookup calls read it, as in `helm upgrade`.
+func render(chartDir string, vs valueSet, kv *common.KubeVersion, cluster engine.ClientProvider) (map[string]string, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, err
@@ -184,7 +186,13 @@ func render(chartDir string, vs valueSet, kv *common.KubeVersion) (map[string]st
 	if err != nil {
 		return nil, err
 	}
-	out, err := engine.Render(ch, vals)
+	render := engine.Render
+	if cluster != nil {
+		render = func(ch chart.Charter, v common.Values) (map[string]string, error) {
+			return engine.RenderWithClientProvider(ch, v, cluster)
+		}
+	}
+	out, err := render(ch, vals)
 	if err != nil {
 		return nil, err
 	}
