@@ -87,7 +87,7 @@ func (c *clientCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo,
 
 // Info describes the protocol (TLS).
 func (c *clientCreds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", ServerName: PeerName}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 
 // Clone returns a copy.
