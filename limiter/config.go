@@ -55,6 +55,15 @@ type Config struct {
 	// FetchTimeout bounds a fetch of a key's state from its previous owner;
 	// 0 means DefaultFetchTimeout. Must not be negative.
 	FetchTimeout time.Duration
+	// PeersAuthenticated says that every peer call reaches this node over
+	// an authenticated channel (peer mTLS or the cluster secret), so any
+	// caller is a node of this cluster, whatever name it gives. A node not
+	// yet in a multi-node ring then takes Handoff from any such caller:
+	// nodes that saw it join (a restart, a join) hand it their keys before
+	// its own ring has them, and its first checks count on their states.
+	// Without it (--insecure, or a node alone with no authentication)
+	// Handoff has the rule of every peer method: members only.
+	PeersAuthenticated bool
 	// MaxLeaseTTL is the longest lease an Acquire may ask for under an
 	// inline limit or a policy without max_ttl (a policy's max_ttl
 	// replaces it); 0 means DefaultMaxLeaseTTL. In (0, MaxLeaseTTL].
@@ -111,7 +120,8 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, shares: shares, ringCfg: cfg.Ring, peers: cfg.Peers,
-		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL}
+		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL,
+		peersAuthenticated: cfg.PeersAuthenticated}
 	if l.peers != nil {
 		l.peers = suspectGate{Peers: l.peers, l: l}
 	}

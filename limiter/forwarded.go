@@ -184,17 +184,18 @@ func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.En
 //
 // States from a caller that is not a member of this node's ring, nor one
 // that left it less than the pending TTL ago, are refused with
-// ErrNotMember and nothing is merged, on a node alone too (its sender
-// retries until this node's ring has it). A call with only donePartitions is taken from any
+// ErrNotMember and nothing is merged (its sender retries until this node's
+// ring has it), except by a node not yet in a multi-node ring whose peer
+// calls are authenticated (admitsHandoff). A call with only donePartitions is taken from any
 // caller: it may come before this node's ring has the caller, and counts
 // once the ring does (a pending partition waits for its ring's members).
 // The caller's states that arrive later are passed on to this node, and
 // passOn retries while this node refuses them.
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
 	if len(entries) > 0 {
-		if err := l.checkPeer("Handoff", from); err != nil {
+		if !l.admitsHandoff(from) {
 			l.noteStrays(from, entries)
-			return 0, err
+			return 0, l.refuse("Handoff", from)
 		}
 	}
 	// Adopting states and HandOff's acknowledgements exclude each other

@@ -33,27 +33,29 @@ type Limiter struct {
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
 	maxLeaseTTL  time.Duration
-	policies     atomic.Pointer[policy.Set]
-	view         atomic.Pointer[view]
-	deciding     deciding // decisions (read) against view swaps (write): see deciding.go
-	moved        movedSet
-	departed     departedSet // members of earlier rings, for a while (see checkPeer)
-	acks         acks
-	strays       strays  // partitions refused from non-members (see strays.go)
-	passing      keySet  // keys being passed on (see passOn)
-	adopted      keySet  // keys handed here by their owner on this ring (see passOn)
-	transit      transit // states on their way to their owner (see transit.go)
-	fetches      singleflight.Group
-	handoffMu    sync.Mutex // serializes HandOff
-	leaving      atomic.Bool
-	accepting    sync.RWMutex // AcceptHandoff (read) against SetLeaving (write)
-	adopting     sync.RWMutex // AcceptHandoff with states (read) against HandOff's acknowledgements (write)
-	grants       *grant.Holder
-	ledger       grantLedger // the grants this node issued (see grantreturn.go)
-	credits      *credits    // credits of returned grants, applied in the background (credits.go)
-	reports      reports     // fallback admissions to report (see reconcile.go)
-	repl         replication // copies of states for heirs (see replicate.go)
-	metrics      *metrics
+	// peersAuthenticated: Config.PeersAuthenticated (admitsHandoff).
+	peersAuthenticated bool
+	policies           atomic.Pointer[policy.Set]
+	view               atomic.Pointer[view]
+	deciding           deciding // decisions (read) against view swaps (write): see deciding.go
+	moved              movedSet
+	departed           departedSet // members of earlier rings, for a while (see checkPeer)
+	acks               acks
+	strays             strays  // partitions refused from non-members (see strays.go)
+	passing            keySet  // keys being passed on (see passOn)
+	adopted            keySet  // keys handed here by their owner on this ring (see passOn)
+	transit            transit // states on their way to their owner (see transit.go)
+	fetches            singleflight.Group
+	handoffMu          sync.Mutex // serializes HandOff
+	leaving            atomic.Bool
+	accepting          sync.RWMutex // AcceptHandoff (read) against SetLeaving (write)
+	adopting           sync.RWMutex // AcceptHandoff with states (read) against HandOff's acknowledgements (write)
+	grants             *grant.Holder
+	ledger             grantLedger // the grants this node issued (see grantreturn.go)
+	credits            *credits    // credits of returned grants, applied in the background (credits.go)
+	reports            reports     // fallback admissions to report (see reconcile.go)
+	repl               replication // copies of states for heirs (see replicate.go)
+	metrics            *metrics
 }
 
 // Close stops the limiter's background work (grant refills, credits of

@@ -82,10 +82,8 @@ func (l *Limiter) checkPeer(method, from string) error {
 // member of this node's ring, or one that left it less than the pending
 // TTL ago (a node that leaves still hands off and forwards for a while,
 // and one that rejoins fetches its keys back before every ring has it
-// again). Every method, Handoff included, has this one rule, on a node
-// alone too: a node that just started takes no state from a caller its
-// ring does not have yet (the sender retries until it does). This node's
-// own name and the empty name are never admitted.
+// again). Every method has this rule. This node's own name and the empty
+// name are never admitted.
 func (l *Limiter) admits(from string) bool {
 	if from == "" || from == l.name {
 		return false
@@ -98,6 +96,25 @@ func (l *Limiter) admits(from string) bool {
 	}
 	_, ok := l.departed.get(from, time.Now())
 	return ok
+}
+
+// admitsHandoff reports whether a Handoff with states from node from is
+// taken: from a caller admits takes, and, where every peer call is
+// authenticated (Config.PeersAuthenticated), from any caller while this
+// node is not in a multi-node ring yet: it just started and has no state
+// to lose, and nodes that saw it join first hand it their keys before its
+// own ring has them. Without authentication a node alone takes states from
+// members only (the sender retries until this node's ring has it), so no
+// caller that merely reaches the peer port can plant a counter.
+func (l *Limiter) admitsHandoff(from string) bool {
+	if l.admits(from) {
+		return true
+	}
+	if !l.peersAuthenticated || from == "" || from == l.name {
+		return false
+	}
+	v := l.view.Load()
+	return v == nil || v.ring == nil || v.ring.Len() <= 1
 }
 
 // refuse logs and counts a refused peer call and returns its error. The

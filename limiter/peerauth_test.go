@@ -63,7 +63,7 @@ func TestPeerCallsFromNonMembersRefused(t *testing.T) {
 // reaches its peer port cannot plant an exhausted or a refilled counter
 // with one Handoff, whatever name it gives. Nothing is merged.
 func TestHandoffFromNonMemberRefusedOnNodeAlone(t *testing.T) {
-	c := limitertest.NewCluster(t, nil, "n0")
+	c := limitertest.NewCluster(t, func(cfg *limiter.Config) { cfg.PeersAuthenticated = false }, "n0")
 	l := c.Node("n0")
 	req := limiter.Request{Key: "victim", Limit: hourly, Cost: 1}
 	before := remaining(t, c, "n0", req)
@@ -76,5 +76,29 @@ func TestHandoffFromNonMemberRefusedOnNodeAlone(t *testing.T) {
 	}
 	if after := remaining(t, c, "n0", req); after != before {
 		t.Fatalf("after the refused handoffs: %d remaining, want %d (the planted state was merged)", after, before)
+	}
+}
+
+// Where peer calls are authenticated (the cluster secret, peer mTLS), a
+// node not yet in a multi-node ring takes the states of a caller its ring
+// does not have yet: nodes that saw it join hand it their keys first, and
+// its first checks count on them. Once in a multi-node ring it takes
+// states from members only.
+func TestHandoffFromAuthenticatedPeerTakenWhileUnclustered(t *testing.T) {
+	c := limitertest.NewCluster(t, nil, "n0")
+	l := c.Node("n0")
+	req := limiter.Request{Key: "victim", Limit: hourly, Cost: 1}
+	exhausted := store.Entry{Key: identity.Inline(uint8(hourly.Algorithm), hourly.Period, "victim"), Algorithm: hourly.Algorithm,
+		Token: bucket.TokenState{TAT: c.Clock.Now().Add(100 * time.Hour).UnixNano()}}
+	if _, err := l.AcceptHandoff(context.Background(), "n1", []store.Entry{exhausted}, nil); err != nil {
+		t.Fatalf("Handoff from n1 to a node not yet clustered: %v", err)
+	}
+	if after := remaining(t, c, "n0", req); after != 0 {
+		t.Fatalf("after the handoff: %d remaining, want 0 (the handed state was not merged)", after)
+	}
+	c.Add("n2")
+	c.SetRing("n0", "n0", "n2")
+	if _, err := l.AcceptHandoff(context.Background(), "evil", []store.Entry{exhausted}, nil); !errors.Is(err, limiter.ErrNotMember) {
+		t.Fatalf("Handoff from a non-member to a clustered node: %v, want ErrNotMember", err)
 	}
 }

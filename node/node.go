@@ -152,12 +152,14 @@ func New(cfg Config) (n *Node, err error) {
 		// it must give up well before the forwarder's own peer deadline.
 		FetchTimeout: max(cfg.PeerTimeout/4, 10*time.Millisecond),
 		MaxLeaseTTL:  cfg.MaxLeaseTTL,
-		Grants:       cfg.Grants,
-		Replicas:     cmp.Or(cfg.Replicas, -1), // 0 is off here, the default there
-		Policies:     set,
-		Registerer:   reg,
-		Logger:       log,
-		Activity:     n.activity,
+		// Peer calls come over the cluster secret's or peer mTLS's TLS.
+		PeersAuthenticated: auth == authSecret || auth == authPeerTLS,
+		Grants:             cfg.Grants,
+		Replicas:           cmp.Or(cfg.Replicas, -1), // 0 is off here, the default there
+		Policies:           set,
+		Registerer:         reg,
+		Logger:             log,
+		Activity:           n.activity,
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

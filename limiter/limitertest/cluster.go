@@ -60,7 +60,9 @@ func NewCluster(t testing.TB, configure func(*limiter.Config), names ...string) 
 // SetMembers gives it another.
 func (c *Cluster) Add(name string) *limiter.Limiter {
 	c.t.Helper()
-	cfg := limiter.Config{Logger: slog.New(slog.DiscardHandler)}
+	// The network stands for authenticated peer channels (the cluster
+	// secret or peer mTLS), the default of a cluster.
+	cfg := limiter.Config{Logger: slog.New(slog.DiscardHandler), PeersAuthenticated: true}
 	if c.configure != nil {
 		c.configure(&cfg)
 	}
