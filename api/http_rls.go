@@ -18,6 +18,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -56,9 +57,18 @@ func (a *httpAPI) serveRLSJSON(w http.ResponseWriter, r *http.Request) {
 		writeError(w, rlsHTTPError(err))
 		return
 	}
-	out, err := protojson.Marshal(resp)
+	b, err := protojson.Marshal(resp)
 	if err != nil {
 		a.log.Error("http: encoding a RateLimitResponse", "err", err)
+		writeError(w, &httpError{status: http.StatusInternalServerError, msg: "internal error"})
+		return
+	}
+	// protojson varies its spacing on purpose; the answer is compact, so
+	// that the same response has the same bytes.
+	out := getBuffer()
+	defer putBuffer(out)
+	if err := json.Compact(out, b); err != nil {
+		a.log.Error("http: compacting a RateLimitResponse", "err", err)
 		writeError(w, &httpError{status: http.StatusInternalServerError, msg: "internal error"})
 		return
 	}
@@ -74,7 +84,7 @@ func (a *httpAPI) serveRLSJSON(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	_, _ = w.Write(out)
+	_, _ = w.Write(out.Bytes())
 }
 
 // rlsHTTPError maps an error of ShouldRateLimit to an HTTP error: one that

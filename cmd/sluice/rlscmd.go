@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -105,7 +107,14 @@ func runRLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+		// protojson varies its spacing on purpose; compact it, so that
+		// the same answer prints the same.
+		var out bytes.Buffer
+		if err := json.Compact(&out, b); err != nil {
+			return err
+		}
+		out.WriteByte('\n')
+		if _, err := stdout.Write(out.Bytes()); err != nil {
 			return err
 		}
 	} else {
