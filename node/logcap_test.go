@@ -2,19 +2,14 @@ package node_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/sluice-rl/sluice/internal/testcerts"
 	"github.com/sluice-rl/sluice/node"
-	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
 // lockedWriter is a bytes.Buffer safe for the node's concurrent logging.
@@ -35,32 +30,37 @@ func (w *lockedWriter) count(s string) int {
 	return strings.Count(w.buf.String(), s)
 }
 
-// A caller refused by the peer service again and again (the issue's
-// 217,838 WARN lines in 5 s) writes one line a second, the next with the
-// number suppressed: the node logs through internal/logcap.
+// Connections refused again and again past --max-conns (a flood like the
+// issue's, which wrote 217,838 WARN lines in 5 s) write one line a second,
+// the next with the number suppressed: the node logs through
+// internal/logcap.
 func TestRefusalLogsCapped(t *testing.T) {
-	p := newPKI(t)
-	peerOfPublic := p.public.PeerAndServer(t, "node", "sluice-peer")
-	cert, key := testcerts.WritePair(t, t.TempDir(), "peer", peerOfPublic)
 	var logs lockedWriter
 	n := startNode(t, func(c *node.Config) {
-		c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = cert, key, p.pubCA
+		c.Bounds.MaxConns = 1
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	c := peerConn(t, n.PeerAddr(), testcerts.ClientConfig(t, p.public.PEM, &p.client))
-	const calls = 200
+	held, err := net.Dial("tcp", n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	const dials = 100
 	start := time.Now()
-	for range calls {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := c.Fetch(ctx, &sluicev1.FetchRequest{From: "n0", Hashes: []uint64{1}})
-		cancel()
-		if status.Code(err) != codes.PermissionDenied {
-			t.Fatalf("Fetch: %v, want PermissionDenied", err)
+	for range dials {
+		c, err := net.Dial("tcp", n.GRPCAddr())
+		if err != nil {
+			t.Fatal(err)
 		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a connection past MaxConns was served")
+		}
+		_ = c.Close()
 	}
 	elapsed := time.Since(start)
-	got := logs.count("caller refused")
+	got := logs.count("refused: grpc connections")
 	if limit := int(elapsed/time.Second) + 1; got < 1 || got > limit {
-		t.Fatalf("%d refusal lines for %d refusals in %s, want 1 to %d", got, calls, elapsed, limit)
+		t.Fatalf("%d refusal lines for %d refusals in %s, want 1 to %d", got, dials, elapsed, limit)
 	}
 }
