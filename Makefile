@@ -147,7 +147,7 @@ helm-check: build
 ## (make image) as a docker save | gzip tarball, the chart package, a CycloneDX SBOM (cyclonedx-gomod
 ## v1.10.0 through go run) and SHA256SUMS (tools/release.sh; docs/releasing.md). Needs Docker Engine.
 release:
-	LDFLAGS='$(LDFLAGS)' GO='$(GO)' tools/release.sh build $(VERSION)
+	LDFLAGS='$(LDFLAGS)' COMMIT='$(COMMIT)' GO='$(GO)' tools/release.sh build $(VERSION)
 
 ## release-check: the version checks of make release alone, without building (no Docker)
 release-check:

@@ -13,7 +13,7 @@
 # chart's version and appVersion, api/openapi.yaml's info.version and a
 # CHANGELOG.md section "## [x.y.z]" agree; a v-tag on HEAD, if any, is vx.y.z;
 # the work tree is clean (ALLOW_DIRTY=1 builds from a dirty one, for a trial).
-# build takes LDFLAGS (the Makefile's) and GO from the environment.
+# build takes LDFLAGS, COMMIT and GO (the Makefile's) from the environment.
 set -eu
 
 die() {
@@ -62,16 +62,18 @@ build() {
 	# The image: the Dockerfile around bin/sluice (make image), this host's
 	# platform, saved as docker save | gzip.
 	host_arch=$($go env GOARCH)
-	make --no-print-directory image VERSION="$version"
+	make --no-print-directory image VERSION="$version" COMMIT="${COMMIT:-}"
 	echo "release: dist/sluice-image-$version-linux-$host_arch.tar.gz"
 	docker save "sluice:$version" | gzip >"dist/sluice-image-$version-linux-$host_arch.tar.gz"
 	# The chart, with Helm's Go packages (the nested module tools/helmcheck).
 	echo "release: dist/sluice-$version.tgz"
 	(cd tools/helmcheck && $go run . package --version "$version" --out ../../dist ../../deploy/helm/sluice >/dev/null)
-	# The SBOM of the binary's module graph (what cmd/sluice links), CycloneDX JSON.
+	# The SBOM of the Go module (its module graph), CycloneDX JSON. The mod
+	# mode: app mode needs the module's version from git, which go-git cannot
+	# read in a linked worktree; mod mode only warns and leaves it out.
 	echo "release: dist/sluice-$version.cdx.json"
-	$go run github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0 app -json \
-		-main cmd/sluice -output "dist/sluice-$version.cdx.json" . 2>/dev/null ||
+	$go run github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0 mod -json -type application \
+		-output "dist/sluice-$version.cdx.json" . ||
 		die "cyclonedx-gomod failed"
 	(cd dist && sha256sum -- * >SHA256SUMS)
 	echo "release: dist/SHA256SUMS"
