@@ -17,7 +17,8 @@ type authMode int
 
 const (
 	// authSecret: a cluster secret (Config.ClusterSecretFile) derives the
-	// gossip keys and the peer port's TLS identity.
+	// gossip keys and, unless peer mTLS is configured too (then the peer
+	// port runs mTLS against the peer CA), the peer port's TLS identity.
 	authSecret authMode = iota
 	// authPeerTLS: peer mTLS against a peer CA (Config.PeerTLSCertFile or
 	// its default); gossip is encrypted only with Config.GossipKeyFile.
@@ -48,8 +49,6 @@ func (c Config) clusterAuth() (Config, authMode, error) {
 		return c, 0, fmt.Errorf("%w: Insecure: not with ClusterSecretFile or peer mTLS (%s): the cluster is authenticated", ErrInvalidConfig, cert.Field)
 	case c.ClusterSecretFile != "" && c.GossipKeyFile != "":
 		return c, 0, fmt.Errorf("%w: ClusterSecretFile: not with GossipKeyFile: the cluster secret derives the gossip keys", ErrInvalidConfig)
-	case c.ClusterSecretFile != "" && c.PeerTLSCertFile != "":
-		return c, 0, fmt.Errorf("%w: ClusterSecretFile: not with PeerTLSCertFile: the cluster secret derives the peer identity; use one", ErrInvalidConfig)
 	case c.ClusterSecretFile != "":
 		return c, authSecret, nil
 	case cert.Path != "":

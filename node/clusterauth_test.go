@@ -45,9 +45,6 @@ func TestClusterAuthBadCombinations(t *testing.T) {
 	}{
 		{"insecure with a secret", "Insecure", func(c *node.Config) { c.Insecure, c.ClusterSecretFile = true, secret }},
 		{"secret with a gossip key file", "ClusterSecretFile", func(c *node.Config) { c.ClusterSecretFile, c.GossipKeyFile = secret, secret }},
-		{"secret with a peer certificate", "ClusterSecretFile", func(c *node.Config) {
-			c.ClusterSecretFile, c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = secret, secret, secret, secret
-		}},
 		{"secret file missing", "ClusterSecretFile", func(c *node.Config) { c.ClusterSecretFile = secret + ".missing" }},
 		{"secret file bad", "ClusterSecretFile", func(c *node.Config) { c.ClusterSecretFile = writeTempFile(t, "short", "c2hvcnQ=\n") }},
 	} {

@@ -46,7 +46,9 @@ func (c *Config) peerTLSFiles() (cert, key, ca tlsconfig.File) {
 	key = tlsconfig.File{Path: c.PeerTLSKeyFile, Field: "PeerTLSKeyFile"}
 	ca = tlsconfig.File{Path: c.PeerTLSCAFile, Field: "PeerTLSCAFile"}
 	if c.ClusterSecretFile != "" {
-		return cert, key, ca // the secret is the peer identity: no defaults from the public TLS
+		// The secret is the peer identity unless peer TLS files are
+		// given: no defaults from the public TLS.
+		return cert, key, ca
 	}
 	if cert.Path == "" && key.Path == "" {
 		cert = tlsconfig.File{Path: c.TLSCertFile, Field: "TLSCertFile (the default of PeerTLSCertFile)"}
@@ -151,14 +153,15 @@ func (s security) httpTLSConfig() *tls.Config {
 }
 
 // peerServerOptions are the credentials and interceptors of the peer
-// server: TLS with the cluster secret's identity, or mTLS against the
-// peer CA; only peers admitted.
+// server: mTLS against the peer CA where peer TLS is configured (with a
+// cluster secret too, the secret then keys only the gossip), else TLS with
+// the cluster secret's identity; only peers admitted.
 func (s security) peerServerOptions() []grpc.ServerOption {
-	if s.secret != nil {
-		// The handshake admits only holders of an accepted secret.
-		return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.secret.ServerConfig()))}
-	}
 	if s.peer == nil {
+		if s.secret != nil {
+			// The handshake admits only holders of an accepted secret.
+			return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.secret.ServerConfig()))}
+		}
 		return nil
 	}
 	return []grpc.ServerOption{
@@ -170,10 +173,10 @@ func (s security) peerServerOptions() []grpc.ServerOption {
 
 // peerDialOptions are the credentials of the connections to peers.
 func (s security) peerDialOptions() []grpc.DialOption {
-	if s.secret != nil {
-		return []grpc.DialOption{grpc.WithTransportCredentials(s.secret.ClientCredentials())}
-	}
 	if s.peer == nil {
+		if s.secret != nil {
+			return []grpc.DialOption{grpc.WithTransportCredentials(s.secret.ClientCredentials())}
+		}
 		return nil
 	}
 	return []grpc.DialOption{grpc.WithTransportCredentials(tlsconfig.ClientCredentials(s.peer, s.peerAuth.Name))}

@@ -321,3 +321,33 @@ func TestTLSBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// Peer mTLS and a cluster secret together (the Helm chart's cert-manager
+// mode): the secret keys the gossip, the peer port runs mTLS against the
+// peer CA, and the nodes cluster and forward.
+func TestTLSPeerMTLSWithClusterSecret(t *testing.T) {
+	p := newPKI(t)
+	secret := writeSecret(t, t.TempDir())
+	tc := &testCluster{t: t, clk: newFakeClock(), stops: map[string]func(){}}
+	for i := range 2 {
+		tc.addWith(fmt.Sprintf("n%d", i), func(c *node.Config) {
+			p.mtls(c)
+			c.ClusterSecretFile = secret
+		})
+	}
+	tc.waitConverged()
+	cl := tlsClient(t, testcerts.ClientConfig(t, p.public.PEM, &p.client), tc.nodes[0].GRPCAddr())
+	lim := client.Limit{Limit: 1, Period: time.Hour}
+	for i := range 40 {
+		res, err := cl.Check(context.Background(), client.Item{Key: fmt.Sprintf("both-key-%d", i), Limit: lim})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("check %d: %v %v", i, err, res[0].Err)
+		}
+		if res[0].Source != "owner" {
+			t.Fatalf("check %d answered by %s (owner unreachable?)", i, res[0].Source)
+		}
+	}
+	if f := tc.nodes[0].PeerStats().ForwardedItems; f == 0 {
+		t.Fatal("no check forwarded over peer mTLS")
+	}
+}
