@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/activity"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/rls"
 )
 
 // loadOpenAPI loads and validates api/openapi.yaml.
@@ -43,7 +44,8 @@ func loadOpenAPI(t *testing.T) (*openapi3.T, routers.Router) {
 }
 
 // openAPIHandler is the real HTTP handler with every optional route on: a
-// limiter with a policy, metrics, readiness and the status page.
+// limiter with a policy, metrics, readiness, the status page and POST /json
+// over an RLS whose domain web allows 1 request a minute per user.
 func openAPIHandler(t *testing.T, ready *bool) http.Handler {
 	t.Helper()
 	set, err := policy.Parse([]byte("policies:\n  api:\n    limit: 2\n    period: 1m\n"))
@@ -55,7 +57,17 @@ func openAPIHandler(t *testing.T, ready *bool) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mustHandler(t, HTTPConfig{Checker: lim, Gatherer: prometheus.NewRegistry(),
+	t.Cleanup(lim.Close)
+	rlsSrv, err := NewRLS(RLSConfig{Checker: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := rls.Parse([]rls.File{{Name: "web.yaml", Data: []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")}}, rls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rlsSrv.SetConfig(conf)
+	return mustHandler(t, HTTPConfig{Checker: lim, Gatherer: prometheus.NewRegistry(), RLS: rlsSrv,
 		Ready: func() bool { return *ready },
 		UI: &UIConfig{Self: "n0", Activity: rec,
 			Members: func() []MemberInfo { return []MemberInfo{{Name: "n0", State: "alive", RingShare: 1}} }}})
@@ -103,6 +115,15 @@ func TestOpenAPIDescribesHandler(t *testing.T) {
 		{name: "ui", method: "GET", target: "/ui?top=5&window=1m&refresh=5", status: 200},
 		{name: "ui bad top", method: "GET", target: "/ui?top=-1", status: 400, specRejects: true},
 		{name: "ui data", method: "GET", target: "/ui/data?top=3", status: 200},
+		{name: "json allowed", method: "POST", target: "/json", body: `{"domain":"web","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`, status: 200},
+		{name: "json over limit", method: "POST", target: "/json", body: `{"domain":"web","descriptors":[{"entries":[{"key":"user","value":"ann"}]}],"hits_addend":1}`, status: 429},
+		{name: "json override", method: "POST", target: "/json", body: `{"domain":"web","descriptors":[{"entries":[{"key":"user","value":"bob"}],"limit":{"requestsPerUnit":5,"unit":"SECOND"}}]}`, status: 200},
+		{name: "json wrong type", method: "POST", target: "/json", body: `{"domain":7}`, status: 400, specRejects: true},
+		{name: "json unknown field", method: "POST", target: "/json", body: `{"domain":"web","descriptor":[]}`, status: 400, specRejects: true},
+		{name: "json negative hits", method: "POST", target: "/json", body: `{"domain":"web","descriptors":[{"entries":[{"key":"user"}]}],"hitsAddend":-1}`, status: 400, specRejects: true},
+		{name: "json malformed", method: "POST", target: "/json", body: `{"domain":`, status: 400, specRejects: true},
+		{name: "json no descriptors", method: "POST", target: "/json", body: `{"domain":"web"}`, status: 400},
+		{name: "json GET", method: "GET", target: "/json", status: 405, specRejects: true},
 		{name: "ui data unknown param", method: "GET", target: "/ui/data?refresh=5", status: 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
