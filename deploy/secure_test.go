@@ -143,19 +143,9 @@ func TestSecureOverlay(t *testing.T) {
 		t.Error("the server certificate does not name the Service sluice")
 	}
 
-	// The gossip key Secret, generated from a file that is not committed.
-	var gossipSecret string
-	for _, g := range k.list("secretGenerator") {
-		if slices.Contains(g.strs("files"), "gossip.keys") {
-			gossipSecret, _ = g.get("name").(string)
-			want(t, g, "options.disableNameSuffixHash", true) // updated in place: rotation without restart
-		}
-	}
-	if gossipSecret == "" {
-		t.Fatal("no secretGenerator with gossip.keys")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "gossip.keys")); err == nil {
-		t.Errorf("%s/gossip.keys exists: a key must not be committed", dir)
+	// No key file is committed: the base's cluster secret keys the gossip.
+	if len(k.list("secretGenerator")) != 0 {
+		t.Error("the overlay generates a Secret: the cluster secret, created by the user, is the only one it needs")
 	}
 
 	// The StatefulSet patch: every SLUICE_* variable is a serve flag, and
@@ -224,10 +214,6 @@ func TestSecureOverlay(t *testing.T) {
 		switch {
 		case secret == "":
 			t.Errorf("%s=%s is not in a mounted Secret", name, value)
-		case secret == gossipSecret:
-			if file != "gossip.keys" {
-				t.Errorf("%s=%s: the gossip Secret holds gossip.keys", name, value)
-			}
 		case secrets[secret] == nil:
 			t.Errorf("%s=%s: Secret %s is written by no Certificate", name, value, secret)
 		case !slices.Contains([]string{"tls.crt", "tls.key", "ca.crt"}, file):
@@ -241,7 +227,6 @@ func TestSecureOverlay(t *testing.T) {
 		"SLUICE_PEER_TLS_CERT_FILE": "sluice-peer-tls",
 		"SLUICE_PEER_TLS_KEY_FILE":  "sluice-peer-tls",
 		"SLUICE_PEER_TLS_CA_FILE":   "sluice-peer-tls",
-		"SLUICE_GOSSIP_KEY_FILE":    gossipSecret,
 	}
 	for name, secret := range wantFrom {
 		if got := volumes[mounts[filepath.Dir(env[name])]]; got != secret {
@@ -311,9 +296,6 @@ func renderWithKubectl(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(tmp, dir, "gossip.keys"), []byte("AAAAAAAAAAAAAAAAAAAAAA==\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	out, err := exec.Command(kubectl, "kustomize", filepath.Join(tmp, dir)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
@@ -330,7 +312,7 @@ func renderWithKubectl(t *testing.T, dir string) {
 	for _, e := range c.list("env") {
 		names[e.get("name").(string)] = true
 	}
-	for _, n := range []string{"SLUICE_JOIN", "SLUICE_TLS_CERT_FILE", "SLUICE_PEER_TLS_CA_FILE", "SLUICE_GOSSIP_KEY_FILE"} {
+	for _, n := range []string{"SLUICE_JOIN", "SLUICE_TLS_CERT_FILE", "SLUICE_PEER_TLS_CA_FILE", "SLUICE_CLUSTER_SECRET_FILE"} {
 		if !names[n] {
 			t.Errorf("the rendered StatefulSet lacks %s (base and patch not merged)", n)
 		}
@@ -338,7 +320,7 @@ func renderWithKubectl(t *testing.T, dir string) {
 	if len(sts.list("spec.template.spec.volumes")) < 5 {
 		t.Errorf("the rendered StatefulSet has volumes %v, want the base's and the Secrets", sts.get("spec.template.spec.volumes"))
 	}
-	for _, kind := range []string{"Secret/sluice-gossip-key", "NetworkPolicy/sluice", "Issuer/sluice-ca", "Certificate/sluice-peer"} {
+	for _, kind := range []string{"NetworkPolicy/sluice", "Issuer/sluice-ca", "Certificate/sluice-peer"} {
 		if r[kind] == nil {
 			t.Errorf("the rendered overlay lacks %s", kind)
 		}
