@@ -32,6 +32,8 @@ var allowed = map[string][]string{
 	"internal/testcerts":  nil,
 	"internal/watch":      nil,
 	"rls":                 {"internal/watch"},
+	"rls/xds":             {"rls"},
+	"rls/xds/xdstest":     nil,
 	"internal/layout":     nil,
 	"internal/wire":       {"bucket", "store", "proto/sluice/v1"},
 	"limiter":             {"bucket", "ring", "store", "policy", "internal/activity", "internal/grant", "internal/identity"},
