@@ -26,6 +26,11 @@ type NodeMeta struct {
 	// they run the same policies. Empty for a node of a version that
 	// advertised none.
 	PolicyHash string
+	// RLSHash is the short hash of the node's Envoy RLS configuration (the
+	// envoyproxy/ratelimit files or xDS resources in force), so that
+	// members can tell they run the same one. Empty for a node of a
+	// version that advertised none.
+	RLSHash string
 }
 
 // wireMeta is NodeMeta as encoded on the wire: JSON with one-letter keys,
@@ -37,12 +42,13 @@ type wireMeta struct {
 	PeerAddr string `json:"p,omitempty"`
 	Version  string `json:"v,omitempty"`
 	Policy   string `json:"h,omitempty"`
+	RLS      string `json:"r,omitempty"`
 	Leaving  bool   `json:"l,omitempty"`
 }
 
 // encode returns the wire form of m, with the leaving flag as given.
 func (m NodeMeta) encode(leaving bool) ([]byte, error) {
-	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, Leaving: leaving})
+	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, RLS: m.RLSHash, Leaving: leaving})
 	if err != nil {
 		return nil, err
 	}
@@ -83,5 +89,5 @@ func decodeMeta(b []byte) (meta NodeMeta, leaving bool, err error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return NodeMeta{}, false, fmt.Errorf("cluster: undecodable node metadata %q: %w", b, err)
 	}
-	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy}, w.Leaving, nil
+	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy, RLSHash: w.RLS}, w.Leaving, nil
 }

@@ -43,32 +43,34 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return unreachable([]string{*addr}, err)
 	}
-	mismatch := policyMismatch(node, ms)
+	mismatch := hashMismatch(node, ms, func(m client.Member) string { return m.PolicyHash })
+	rlsMismatch := hashMismatch(node, ms, func(m client.Member) string { return m.RLSHash })
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {
 			Node           string          `json:"node"`
 			Members        []client.Member `json:"members"`
 			PolicyMismatch []string        `json:"policy_mismatch,omitempty"`
+			RLSMismatch    []string        `json:"rls_mismatch,omitempty"`
 			Suspect        []string        `json:"suspect,omitempty"`
-		}{node, ms, mismatch, suspects(ms)})
+		}{node, ms, mismatch, rlsMismatch, suspects(ms)})
 	}
-	return printMembers(stdout, node, ms, mismatch)
+	return printMembers(stdout, node, ms, mismatch, rlsMismatch)
 }
 
-// policyMismatch returns the names of the members whose policy hash
-// differs from that of node (the member that answered). Members that
-// advertise no hash (older versions), or a node that does not, are not
-// compared.
-func policyMismatch(node string, ms []client.Member) []string {
+// hashMismatch returns the names of the members whose hash (the policy
+// or the RLS one, as of returns) differs from that of node (the member
+// that answered). Members that advertise no hash (older versions), or a
+// node that does not, are not compared.
+func hashMismatch(node string, ms []client.Member, of func(client.Member) string) []string {
 	var local string
 	for _, m := range ms {
 		if m.Name == node {
-			local = m.PolicyHash
+			local = of(m)
 		}
 	}
 	var out []string
 	for _, m := range ms {
-		if local != "" && m.PolicyHash != "" && m.PolicyHash != local {
+		if h := of(m); local != "" && h != "" && h != local {
 			out = append(out, m.Name)
 		}
 	}
@@ -86,21 +88,25 @@ func suspects(ms []client.Member) []string {
 	return out
 }
 
-// printMembers prints the members as a table; the POLICY column marks
-// with "!=" the members whose policies differ from node's. A line after
-// it names the suspect members, if any.
-func printMembers(w io.Writer, node string, ms []client.Member, mismatch []string) error {
+// printMembers prints the members as a table; the POLICY and RLS columns
+// mark with "!=" the members whose policies or RLS configuration differ
+// from node's. Lines after it name the mismatched and suspect members, if
+// any.
+func printMembers(w io.Writer, node string, ms []client.Member, mismatch, rlsMismatch []string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION\tPOLICY")
-	for _, m := range ms {
-		pol := m.PolicyHash
+	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION\tPOLICY\tRLS")
+	cell := func(h, name string, mis []string) string {
 		switch {
-		case pol == "":
-			pol = "-"
-		case slices.Contains(mismatch, m.Name):
-			pol += " != " + node
+		case h == "":
+			return "-"
+		case slices.Contains(mis, name):
+			return h + " != " + node
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare, m.Version, pol)
+		return h
+	}
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare, m.Version,
+			cell(m.PolicyHash, m.Name, mismatch), cell(m.RLSHash, m.Name, rlsMismatch))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -108,6 +114,12 @@ func printMembers(w io.Writer, node string, ms []client.Member, mismatch []strin
 	if len(mismatch) > 0 {
 		if _, err := fmt.Fprintf(w, "policy mismatch: %d of %d members run policies unlike %s's: %s\n",
 			len(mismatch), len(ms), node, strings.Join(mismatch, ", ")); err != nil {
+			return err
+		}
+	}
+	if len(rlsMismatch) > 0 {
+		if _, err := fmt.Fprintf(w, "RLS config mismatch: %d of %d members run an Envoy RLS configuration unlike %s's: %s\n",
+			len(rlsMismatch), len(ms), node, strings.Join(rlsMismatch, ", ")); err != nil {
 			return err
 		}
 	}

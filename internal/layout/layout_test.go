@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"cluster":             nil,
 	"api":                 {"bucket", "ring", "store", "policy", "limiter", "rls", "internal/activity", "internal/rlheader", "internal/wire", "proto/sluice/v1"},
 	"transport":           {"bucket", "ring", "store", "policy", "limiter", "internal/wire", "proto/sluice/v1"},
-	"node": {"bucket", "ring", "store", "policy", "limiter", "rls", "cluster", "api", "transport",
+	"node": {"bucket", "ring", "store", "policy", "limiter", "rls", "rls/xds", "cluster", "api", "transport",
 		"internal/activity", "internal/tlsconfig", "internal/version", "internal/wire"},
 	"client":            {"bucket", "ring", "internal/grant", "internal/identity", "internal/wire", "proto/sluice/v1"},
 	"client/middleware": {"client", "internal/rlheader"},
