@@ -2,6 +2,8 @@ package xds
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -138,22 +140,51 @@ func (c *Client) stream(ctx context.Context, conn *grpc.ClientConn) (got bool, e
 		return false, err
 	}
 	c.log.Info("rls: xDS stream open", "server", c.cfg.Settings.ServerURL, "node_id", c.node.GetId())
+	// A SotW server answers a NACK with its snapshot again at once
+	// (go-control-plane's cache does), so the same rejected resources
+	// come back: their NACK is repeated no more than once per
+	// ConnectRetryInterval, and logged and counted once.
+	var rejectedKey, rejectedMsg string
 	for {
 		resp, err := ads.Fetch()
 		if err != nil {
 			return got, err
 		}
 		got = true
-		if err := c.update(resp); err != nil {
-			if nerr := ads.Nack(err.Error()); nerr != nil {
+		if key := resourcesKey(resp); key == rejectedKey {
+			t := time.NewTimer(c.cfg.Settings.ConnectRetryInterval)
+			select {
+			case <-sctx.Done():
+				t.Stop()
+				return got, sctx.Err()
+			case <-t.C:
+			}
+			if err := ads.Nack(rejectedMsg); err != nil {
+				return got, err
+			}
+			continue
+		} else if err := c.update(resp); err != nil {
+			rejectedKey, rejectedMsg = key, err.Error()
+			if nerr := ads.Nack(rejectedMsg); nerr != nil {
 				return got, nerr
 			}
 			continue
 		}
+		rejectedKey = ""
 		if err := ads.Ack(); err != nil {
 			return got, err
 		}
 	}
+}
+
+// resourcesKey identifies a response's resources.
+func resourcesKey(resp *sotw.Response) string {
+	h := sha256.New()
+	for _, r := range resp.Resources {
+		fmt.Fprintf(h, "%d:%s%d:", len(r.GetTypeUrl()), r.GetTypeUrl(), len(r.GetValue()))
+		h.Write(r.GetValue())
+	}
+	return string(h.Sum(nil))
 }
 
 // update applies a response's configuration, or returns why it cannot.
