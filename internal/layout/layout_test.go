@@ -47,7 +47,7 @@ var allowed = map[string][]string{
 	"client/middleware": {"client", "internal/rlheader"},
 	"internal/bench":    {"client"},
 	"cmd/sluice": {"bucket", "client", "internal/bench", "internal/plan", "internal/tlsconfig", "internal/version", "node",
-		"policy", "proto/sluice/v1"},
+		"policy", "proto/sluice/v1", "rls/xds"},
 	"cmd/benchcompare": {"client", "internal/bench", "internal/procs", "internal/wire", "proto/sluice/v1"},
 	"proto/sluice/v1":  nil,
 	"e2e":              nil,
