@@ -50,7 +50,7 @@ nginx:
 
 # FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
 FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzRLSJSON api:FuzzUIQuery \
-	policy:FuzzParse rls:FuzzParse \
+	policy:FuzzParse rls:FuzzParse rls/xds:FuzzConvert \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults \
 	cluster:FuzzDecodeMeta cluster:FuzzDecodeProbe cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP \
 	internal/clustersecret:FuzzParse

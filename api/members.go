@@ -13,10 +13,11 @@ import (
 )
 
 // MemberInfo describes one cluster member for the Membership API.
-// PolicyHash is the member's policy.Set.Hash, empty if it advertises none.
+// PolicyHash is the member's policy.Set.Hash and RLSHash that of its Envoy
+// RLS configuration, each empty if it advertises none.
 type MemberInfo struct {
-	Name, GossipAddr, GRPCAddr, State, Version, PolicyHash string
-	RingShare                                              float64
+	Name, GossipAddr, GRPCAddr, State, Version, PolicyHash, RLSHash string
+	RingShare                                                       float64
 }
 
 // MembersFunc lists the members as this node sees them. It must be safe
@@ -73,7 +74,7 @@ func (m *membershipServer) Members(ctx context.Context, _ *sluicev1.MembersReque
 	resp := &sluicev1.MembersResponse{Node: m.self, Members: make([]*sluicev1.Member, len(ms))}
 	for i, mi := range ms {
 		resp.Members[i] = &sluicev1.Member{Name: mi.Name, GossipAddr: mi.GossipAddr, GrpcAddr: mi.GRPCAddr,
-			State: mi.State, RingShare: mi.RingShare, Version: mi.Version, PolicyHash: mi.PolicyHash}
+			State: mi.State, RingShare: mi.RingShare, Version: mi.Version, PolicyHash: mi.PolicyHash, RlsHash: mi.RLSHash}
 	}
 	if m.topology != nil {
 		t := m.topology()

@@ -55,7 +55,13 @@ type uiMember struct {
 	RingShare float64 `json:"ring_share"`
 	GRPCAddr  string  `json:"grpc_addr"`
 	Version   string  `json:"version"`
-	Self      bool    `json:"self"`
+	// PolicyHash and RLSHash are the member's gossiped hashes; the
+	// Differs flags mark those unlike this node's.
+	PolicyHash    string `json:"policy_hash,omitempty"`
+	RLSHash       string `json:"rls_hash,omitempty"`
+	PolicyDiffers bool   `json:"policy_differs,omitempty"`
+	RLSDiffers    bool   `json:"rls_differs,omitempty"`
+	Self          bool   `json:"self"`
 }
 
 type uiRate struct {
@@ -110,9 +116,19 @@ func (c *UIConfig) view(q uiQuery, showKeys bool) *uiData {
 		Window: (time.Duration(q.slots) * act.Interval).String(), KeysShown: showKeys,
 		SampleEvery: act.Hot.SampleEvery(), Capacity: act.Hot.Capacity(),
 		HotSpan: (time.Duration(act.Generation) * act.Interval).String()}
-	for _, m := range c.Members() {
+	members := c.Members()
+	var self MemberInfo
+	for _, m := range members {
+		if m.Name == c.Self {
+			self = m
+		}
+	}
+	differs := func(h, local string) bool { return h != "" && local != "" && h != local }
+	for _, m := range members {
 		d.Members = append(d.Members, uiMember{Name: m.Name, State: m.State, RingShare: m.RingShare,
-			GRPCAddr: m.GRPCAddr, Version: m.Version, Self: m.Name == c.Self})
+			GRPCAddr: m.GRPCAddr, Version: m.Version, Self: m.Name == c.Self,
+			PolicyHash: m.PolicyHash, RLSHash: m.RLSHash,
+			PolicyDiffers: differs(m.PolicyHash, self.PolicyHash), RLSDiffers: differs(m.RLSHash, self.RLSHash)})
 		d.RingShareTotal += m.RingShare
 	}
 	slices.SortFunc(d.Members, func(a, b uiMember) int { return cmp.Compare(a.Name, b.Name) })

@@ -23,6 +23,10 @@ type Member struct {
 	// run the same policies have the same one. Empty for a member that
 	// advertises none (an older version).
 	PolicyHash string `json:"policy_hash,omitempty"`
+	// RLSHash is a short hash of the member's Envoy RLS configuration:
+	// members that load the same one have the same. Empty for a member
+	// that advertises none (an older version).
+	RLSHash string `json:"rls_hash,omitempty"`
 }
 
 // Members asks one node for the cluster's members. It returns the name of
@@ -53,7 +57,7 @@ func (c *Client) members(ctx context.Context) (string, []Member, bool, error) {
 	out := make([]Member, len(resp.GetMembers()))
 	for i, m := range resp.GetMembers() {
 		out[i] = Member{Name: m.GetName(), GRPCAddr: m.GetGrpcAddr(), GossipAddr: m.GetGossipAddr(),
-			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion(), PolicyHash: m.GetPolicyHash()}
+			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion(), PolicyHash: m.GetPolicyHash(), RLSHash: m.GetRlsHash()}
 	}
 	return resp.GetNode(), out, insecure, nil
 }

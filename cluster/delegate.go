@@ -152,6 +152,7 @@ func (c *Cluster) upsert(n *memberlist.Node) {
 		PeerAddr:   meta.PeerAddr,
 		Version:    meta.Version,
 		PolicyHash: meta.PolicyHash,
+		RLSHash:    meta.RLSHash,
 	}
 	c.mu.Lock()
 	m.State = c.stateOf(n.Name)

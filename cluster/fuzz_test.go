@@ -10,7 +10,8 @@ import (
 func FuzzDecodeMeta(f *testing.F) {
 	for _, m := range []NodeMeta{{}, {GRPCAddr: "10.0.0.1:8081", Version: "v1.2.3"}, {GRPCAddr: "[::1]:1"},
 		{GRPCAddr: "10.0.0.1:8081", PeerAddr: "10.0.0.1:8083", Version: "v1.2.3", PolicyHash: "0123456789abcdef"},
-		{GRPCAddr: "10.0.0.1:8081", Version: "v0.1.0", Protocol: 1}} {
+		{GRPCAddr: "10.0.0.1:8081", Version: "v0.1.0", Protocol: 1},
+		{GRPCAddr: "10.0.0.1:8081", PeerAddr: "10.0.0.1:8083", Version: "v1.2.3", PolicyHash: "0123456789abcdef", RLSHash: "fedcba9876543210"}} {
 		for _, leaving := range []bool{false, true} {
 			b, err := m.encode(leaving)
 			if err != nil {
@@ -24,8 +25,10 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"g":"10.0.0.1:8081","v":"v1.0.0"}`)) // a node of a version without a policy hash
 	f.Add([]byte(`{"h":7}`))
-	f.Add([]byte(`{"r":-1}`))
-	f.Add([]byte(`{"r":1e40}`))
+	f.Add([]byte(`{"w":-1}`))
+	f.Add([]byte(`{"w":1e40}`))
+	f.Add([]byte(`{"g":"10.0.0.1:8081","h":"0123456789abcdef"}`)) // a node of a version without an RLS hash
+	f.Add([]byte(`{"r":["x"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, leaving, err := decodeMeta(data)
 		if err != nil {

@@ -30,6 +30,11 @@ type NodeMeta struct {
 	// 0 for a node of a version that advertised none. The local node's, as
 	// given in Config.Meta, decides which members it admits (protocol.go).
 	Protocol int
+	// RLSHash is the short hash of the node's Envoy RLS configuration (the
+	// envoyproxy/ratelimit files or xDS resources in force), so that
+	// members can tell they run the same one. Empty for a node of a
+	// version that advertised none.
+	RLSHash string
 }
 
 // wireMeta is NodeMeta as encoded on the wire: JSON with one-letter keys,
@@ -41,13 +46,14 @@ type wireMeta struct {
 	PeerAddr string `json:"p,omitempty"`
 	Version  string `json:"v,omitempty"`
 	Policy   string `json:"h,omitempty"`
-	Protocol int    `json:"r,omitempty"`
+	Protocol int    `json:"w,omitempty"`
+	RLS      string `json:"r,omitempty"`
 	Leaving  bool   `json:"l,omitempty"`
 }
 
 // encode returns the wire form of m, with the leaving flag as given.
 func (m NodeMeta) encode(leaving bool) ([]byte, error) {
-	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, Protocol: m.Protocol, Leaving: leaving})
+	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, RLS: m.RLSHash, Protocol: m.Protocol, Leaving: leaving})
 	if err != nil {
 		return nil, err
 	}
@@ -94,5 +100,5 @@ func decodeMeta(b []byte) (meta NodeMeta, leaving bool, err error) {
 	if w.Protocol < 0 {
 		return NodeMeta{}, false, fmt.Errorf("cluster: node metadata %q: negative protocol %d", b, w.Protocol)
 	}
-	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy, Protocol: w.Protocol}, w.Leaving, nil
+	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy, RLSHash: w.RLS, Protocol: w.Protocol}, w.Leaving, nil
 }

@@ -62,6 +62,9 @@ type Member struct {
 	// PolicyHash is the member's NodeMeta.PolicyHash; empty if it
 	// advertises none.
 	PolicyHash string
+	// RLSHash is the member's NodeMeta.RLSHash; empty if it advertises
+	// none.
+	RLSHash string
 	// State is Alive or Suspect for a member of a Snapshot.
 	State State
 }

@@ -182,7 +182,6 @@ func TestEnvoyDoc(t *testing.T) {
 					t.Errorf("%s: no rateLimit.global.rules[0].limit.requests", where)
 				}
 			case kind == "ConfigMap" && d.get("metadata.name") == "envoy-gateway-config":
-				seen["EnvoyGateway"]++
 				data, _ := d.get("data").(map[string]any)
 				text, _ := data["envoy-gateway.yaml"].(string)
 				eg, err := yamlDocs(text)
@@ -190,18 +189,59 @@ func TestEnvoyDoc(t *testing.T) {
 					t.Fatalf("%s: envoy-gateway.yaml: %v", where, err)
 				}
 				want(t, eg[0], "kind", "EnvoyGateway")
-				want(t, eg[0], "extensionApis.enableEnvoyPatchPolicy", true)
 				if eg[0].get("rateLimit") != nil {
-					t.Errorf("%s: a rateLimit section makes Envoy Gateway deploy envoy-ratelimit and need Redis", where)
+					seen["EnvoyGateway drop-in"]++
+					checkDropIn(t, where, eg[0])
+					continue
 				}
+				seen["EnvoyGateway"]++
+				want(t, eg[0], "extensionApis.enableEnvoyPatchPolicy", true)
 			default:
 				t.Errorf("%s: a YAML block this test does not know how to check", where)
 			}
 		}
 	}
-	for k, n := range map[string]int{"bootstrap": 1, "rules": 1, "EnvoyFilter": 2, "EnvoyPatchPolicy": 1, "BackendTrafficPolicy": 1, "EnvoyGateway": 1} {
+	for k, n := range map[string]int{"bootstrap": 1, "rules": 1, "EnvoyFilter": 2, "EnvoyPatchPolicy": 1, "BackendTrafficPolicy": 1, "EnvoyGateway": 1, "EnvoyGateway drop-in": 1} {
 		if seen[k] != n {
 			t.Errorf("%d %s blocks in %s, want %d", seen[k], k, envoyDoc, n)
+		}
+	}
+}
+
+// checkDropIn checks the EnvoyGateway configuration that runs Sluice as
+// envoy-ratelimit: the Redis backend Envoy Gateway requires, Sluice's
+// image, and a patch of the envoy-ratelimit container that runs
+// `sluice serve` with the TLS flags on Envoy Gateway's /certs (a flag that
+// `sluice serve` does not have would stop it) and probes /readyz.
+func checkDropIn(t *testing.T, where string, eg doc) {
+	t.Helper()
+	want(t, eg, "rateLimit.backend.type", "Redis")
+	want(t, eg, "provider.kubernetes.rateLimitDeployment.patch.type", "StrategicMerge")
+	if img, _ := eg.get("provider.kubernetes.rateLimitDeployment.container.image").(string); !strings.Contains(img, "sluice") {
+		t.Errorf("%s: rateLimitDeployment.container.image %q is not Sluice's", where, img)
+	}
+	cm, _ := eg.get("provider.kubernetes.rateLimitDeployment.patch.value.spec.template.spec.containers.0").(map[string]any)
+	c := doc(cm)
+	want(t, c, "name", "envoy-ratelimit")
+	want(t, c, "command.0", "/sluice")
+	want(t, c, "readinessProbe.httpGet.path", "/readyz")
+	want(t, c, "readinessProbe.httpGet.port", 8080)
+	args, _ := c.get("args").([]any)
+	flags := map[string]string{}
+	for i, a := range args {
+		s, _ := a.(string)
+		if i == 0 {
+			if s != "serve" {
+				t.Errorf("%s: args[0] = %q, want serve", where, s)
+			}
+			continue
+		}
+		k, v, _ := strings.Cut(strings.TrimPrefix(s, "--"), "=")
+		flags[k] = v
+	}
+	for k, v := range map[string]string{"tls-cert-file": "/certs/tls.crt", "tls-key-file": "/certs/tls.key", "tls-client-ca-file": "/certs/ca.crt"} {
+		if flags[k] != v {
+			t.Errorf("%s: --%s=%q, want %q (Envoy Gateway's certificates)", where, k, flags[k], v)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/tlsconfig"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/rls/xds"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -153,6 +154,13 @@ type Config struct {
 	// descriptor is answered OK, as the reference answers an unknown
 	// domain. An invalid file at start is an error of New.
 	RLSConfig string
+	// RLSXDS, if not nil, takes the RLS configuration over xDS instead of
+	// RLSConfig, as envoyproxy/ratelimit does with
+	// CONFIG_TYPE=GRPC_XDS_SOTW (package rls/xds): a pushed configuration
+	// is applied with the counters kept and ACKed, an invalid one NACKed
+	// and the one in force kept. Until the first push there are no
+	// domains. Not with RLSConfig.
+	RLSXDS *xds.Settings
 	// RLSMaxMetricKeys caps the request-derived series of the RLS metrics
 	// (see api.RLSConfig.MaxMetricKeys); 0 means the default.
 	RLSMaxMetricKeys int
@@ -308,10 +316,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: MaxLeaseTTL: must be in [0, %s] (0 = %s), got %s", ErrInvalidConfig, limiter.MaxLeaseTTL, limiter.DefaultMaxLeaseTTL, c.MaxLeaseTTL)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("%w: ShutdownTimeout: must be > 0", ErrInvalidConfig)
+	case c.RLSXDS != nil && c.RLSConfig != "":
+		return fmt.Errorf("%w: RLSXDS: the RLS configuration comes over xDS or from RLSConfig, not both", ErrInvalidConfig)
 	case c.RLSMaxMetricKeys < 0:
 		return fmt.Errorf("%w: RLSMaxMetricKeys: must be >= 0", ErrInvalidConfig)
 	case !(c.RLSNearLimitRatio > 0 && c.RLSNearLimitRatio <= 1):
 		return fmt.Errorf("%w: RLSNearLimitRatio: must be in (0, 1], got %v", ErrInvalidConfig, c.RLSNearLimitRatio)
+	}
+	if c.RLSXDS != nil {
+		if err := c.RLSXDS.Validate(); err != nil {
+			return xdsSettingsErr(err)
+		}
 	}
 	if c.RLSResponseHeaders {
 		for _, h := range []struct{ field, name string }{
@@ -344,4 +359,13 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// xdsSettingsErr names an rls/xds settings error's field as RLSXDS.Field.
+func xdsSettingsErr(err error) error {
+	var se *xds.SettingsError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w: RLSXDS.%s: %s", ErrInvalidConfig, se.Field, se.Reason)
+	}
+	return fmt.Errorf("%w: RLSXDS: %w", ErrInvalidConfig, err)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/rls"
+	"github.com/sluice-rl/sluice/rls/xds"
 	"github.com/sluice-rl/sluice/transport"
 )
 
@@ -39,6 +40,8 @@ type Node struct {
 	grpc     *api.GRPC
 	rls      *api.RLS
 	rlsLoad  *rls.Reloader // nil without Config.RLSConfig
+	rlsXDS   *xds.Client   // nil without Config.RLSXDS
+	rlsHash  atomic.Pointer[string]
 	peerSrv  *transport.Server
 	peerGRPC *grpc.Server // serves peerSrv alone, on peerLn
 	http     *http.Server
@@ -97,7 +100,8 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	cfg.Bounds = cfg.Bounds.withDefaults()
 	n = &Node{cfg: cfg, log: log, handoff: make(chan struct{}, 1), sec: sec, auth: auth}
-	built := n // the error returns below set n to nil
+	built := n                // the error returns below set n to nil
+	n.setRLSHash(rls.Empty()) // until newRLS loads a configuration
 	defer func() {
 		if err != nil {
 			built.closeAll()
@@ -178,7 +182,7 @@ func New(cfg Config) (n *Node, err error) {
 	if n.sec.secret != nil {
 		ccfg.GossipKeys = n.sec.secret.Current().GossipKeys
 	}
-	ccfg.Meta = cluster.NodeMeta{Version: version.String(), PolicyHash: n.PolicyHash(), Protocol: transport.PeerProtocol}
+	ccfg.Meta = cluster.NodeMeta{Version: version.String(), PolicyHash: n.PolicyHash(), RLSHash: n.RLSHash(), Protocol: transport.PeerProtocol}
 	ccfg.OnChange = n.onMembership
 	ccfg.Logger = log
 	if n.cluster, err = cluster.New(ccfg); err != nil {
@@ -285,7 +289,7 @@ func (n *Node) members() []api.MemberInfo {
 	out := make([]api.MemberInfo, 0, len(s.Members))
 	for _, m := range s.Members {
 		out = append(out, api.MemberInfo{Name: m.Name, GossipAddr: m.GossipAddr, GRPCAddr: m.GRPCAddr,
-			State: n.memberState(m).String(), Version: m.Version, PolicyHash: m.PolicyHash, RingShare: shares[m.Name]})
+			State: n.memberState(m).String(), Version: m.Version, PolicyHash: m.PolicyHash, RLSHash: m.RLSHash, RingShare: shares[m.Name]})
 	}
 	return out
 }
@@ -430,6 +434,9 @@ func (n *Node) Run(ctx context.Context) error {
 	g.Go(func() error { n.caps.run(gctx); return nil })
 	if n.rlsLoad != nil {
 		g.Go(func() error { return n.rlsLoad.Run(gctx) })
+	}
+	if n.rlsXDS != nil {
+		g.Go(func() error { return n.rlsXDS.Run(gctx) })
 	}
 	if n.policyLoad != nil {
 		g.Go(func() error { return n.policyLoad.Run(gctx) })

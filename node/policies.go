@@ -54,6 +54,11 @@ func (n *Node) applyPolicies(s *policy.Set) {
 	n.policyHash.Store(&h)
 	n.policyReloads.WithLabelValues("applied").Inc()
 	n.policyState.record(n.now(), "applied")
+	n.kickMeta()
+}
+
+// kickMeta has metaLoop gossip the node's metadata again.
+func (n *Node) kickMeta() {
 	select {
 	case n.metaKick <- struct{}{}:
 	default:
@@ -66,10 +71,11 @@ func (n *Node) PolicyHash() string { return *n.policyHash.Load() }
 
 // meta is the metadata the node advertises.
 func (n *Node) meta() cluster.NodeMeta {
-	return cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String(), PolicyHash: n.PolicyHash(), Protocol: transport.PeerProtocol}
+	return cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String(), PolicyHash: n.PolicyHash(), RLSHash: n.RLSHash(), Protocol: transport.PeerProtocol}
 }
 
-// metaLoop gossips the node's metadata again after each policy change.
+// metaLoop gossips the node's metadata again after each policy or RLS
+// configuration change.
 func (n *Node) metaLoop(ctx context.Context) {
 	for {
 		select {
@@ -77,34 +83,41 @@ func (n *Node) metaLoop(ctx context.Context) {
 			return
 		case <-n.metaKick:
 			if err := n.cluster.UpdateMeta(n.meta(), time.Second); err != nil && !n.stopping.Load() && ctx.Err() == nil {
-				n.log.Warn("policy hash not gossiped", "err", err)
+				n.log.Warn("policy and RLS hashes not gossiped", "err", err)
 			}
 		}
 	}
 }
 
-// policyMismatches counts the members whose policy hash differs from this
-// node's; members that advertise none (older versions) are not counted.
-func (n *Node) policyMismatches() int {
-	local := n.PolicyHash()
+// mismatches counts the members whose hash (of) differs from this node's
+// (local); members that advertise none (older versions) are not counted.
+func (n *Node) mismatches(local string, of func(cluster.Member) string) int {
 	count := 0
 	for _, m := range n.cluster.Snapshot().Members {
-		if m.Name != n.cfg.NodeName && m.PolicyHash != "" && m.PolicyHash != local {
+		if h := of(m); m.Name != n.cfg.NodeName && h != "" && h != local {
 			count++
 		}
 	}
 	return count
 }
 
-// registerPolicyMetrics exports sluice_policy_reloads_total{result} and
-// sluice_policy_mismatch_members.
+// registerPolicyMetrics exports sluice_policy_reloads_total{result},
+// sluice_policy_mismatch_members and sluice_rls_config_mismatch_members.
 func (n *Node) registerPolicyMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		n.policyReloads,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_policy_mismatch_members",
 			Help: "Members whose policy hash (gossiped) differs from this node's: 0 when the cluster runs one policy file.",
-		}, func() float64 { return float64(n.policyMismatches()) }),
+		}, func() float64 {
+			return float64(n.mismatches(n.PolicyHash(), func(m cluster.Member) string { return m.PolicyHash }))
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_rls_config_mismatch_members",
+			Help: "Members whose RLS configuration hash (gossiped) differs from this node's: 0 when the cluster runs one RLS configuration.",
+		}, func() float64 {
+			return float64(n.mismatches(n.RLSHash(), func(m cluster.Member) string { return m.RLSHash }))
+		}),
 	} {
 		if err := reg.Register(c); err != nil {
 			return err

@@ -96,10 +96,18 @@ type Config struct {
 	// Digest identifies the files' names and contents, so that a reload of
 	// unchanged files can be told apart.
 	Digest string
+	// ContentHash identifies the files' contents alone, in load order (and
+	// the options): nodes that load the same files from different paths
+	// have the same one.
+	ContentHash string
 }
 
 // Empty returns a configuration with no domains: every domain is unknown.
-func Empty() *Config { return &Config{domains: map[string]*descriptorNode{}} }
+// Its Digest and ContentHash are those of Parse of no files.
+func Empty() *Config {
+	h := sha256.Sum256(nil)
+	return &Config{domains: map[string]*descriptorNode{}, Digest: hex.EncodeToString(h[:]), ContentHash: hex.EncodeToString(h[:])}
+}
 
 // HasDomain reports whether the domain is configured.
 func (c *Config) HasDomain(domain string) bool { return c.domains[domain] != nil }
@@ -132,10 +140,12 @@ type Options struct {
 // The first invalid file makes it fail with an *Error.
 func Parse(files []File, opt Options) (*Config, error) {
 	c := Empty()
-	h := sha256.New()
+	h, ch := sha256.New(), sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(h, "%d:%s%d:", len(f.Name), f.Name, len(f.Data))
 		h.Write(f.Data)
+		fmt.Fprintf(ch, "%d:", len(f.Data))
+		ch.Write(f.Data)
 		root, warnings, err := decodeFile(f.Name, f.Data)
 		if err != nil {
 			return nil, err
@@ -148,8 +158,10 @@ func Parse(files []File, opt Options) (*Config, error) {
 	}
 	if opt.MergeDomains {
 		h.Write([]byte("merge"))
+		ch.Write([]byte("merge"))
 	}
 	c.Digest = hex.EncodeToString(h.Sum(nil))
+	c.ContentHash = hex.EncodeToString(ch.Sum(nil))
 	return c, nil
 }
 

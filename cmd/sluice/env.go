@@ -7,8 +7,32 @@ import (
 	"strings"
 )
 
-// envName is the environment twin of a flag: --grpc-addr -> SLUICE_GRPC_ADDR.
+// referenceEnv names the environment twins of the flags that
+// envoyproxy/ratelimit reads from the environment under its own names, so
+// that its deployments (Envoy Gateway's) configure Sluice unchanged.
+var referenceEnv = map[string]string{
+	"rls-config-type":                "CONFIG_TYPE",
+	"rls-xds-server":                 "CONFIG_GRPC_XDS_SERVER_URL",
+	"rls-xds-node-id":                "CONFIG_GRPC_XDS_NODE_ID",
+	"rls-xds-node-metadata":          "CONFIG_GRPC_XDS_NODE_METADATA",
+	"rls-xds-headers":                "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"rls-xds-connect-retry-interval": "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+	"rls-xds-tls":                    "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+	"rls-xds-tls-cert-file":          "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+	"rls-xds-tls-key-file":           "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+	"rls-xds-tls-ca-file":            "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+	"rls-xds-tls-server-name":        "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+	"rls-xds-backoff-initial":        "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+	"rls-xds-backoff-max":            "XDS_CLIENT_BACKOFF_MAX_INTERVAL",
+	"rls-xds-max-recv-bytes":         "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+}
+
+// envName is the environment twin of a flag: --grpc-addr -> SLUICE_GRPC_ADDR,
+// or the reference's name (referenceEnv).
 func envName(flagName string) string {
+	if e, ok := referenceEnv[flagName]; ok {
+		return e
+	}
 	return "SLUICE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 

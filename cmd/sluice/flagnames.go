@@ -40,6 +40,20 @@ var serveFlags = map[string]string{
 	"ReplicationInterval":          "replication-interval",
 	"PolicyFile":                   "config",
 	"RLSConfig":                    "rls-config",
+	"RLSXDS":                       "rls-config-type",
+	"RLSXDS.ServerURL":             "rls-xds-server",
+	"RLSXDS.NodeID":                "rls-xds-node-id",
+	"RLSXDS.NodeMetadata":          "rls-xds-node-metadata",
+	"RLSXDS.Headers":               "rls-xds-headers",
+	"RLSXDS.ConnectRetryInterval":  "rls-xds-connect-retry-interval",
+	"RLSXDS.UseTLS":                "rls-xds-tls",
+	"RLSXDS.TLSCertFile":           "rls-xds-tls-cert-file",
+	"RLSXDS.TLSKeyFile":            "rls-xds-tls-key-file",
+	"RLSXDS.TLSCAFile":             "rls-xds-tls-ca-file",
+	"RLSXDS.TLSServerName":         "rls-xds-tls-server-name",
+	"RLSXDS.BackoffInitial":        "rls-xds-backoff-initial",
+	"RLSXDS.BackoffMax":            "rls-xds-backoff-max",
+	"RLSXDS.MaxRecvBytes":          "rls-xds-max-recv-bytes",
 	"ShutdownTimeout":              "shutdown-timeout",
 	"MaxLeaseTTL":                  "max-lease-ttl",
 	"UIKeys":                       "ui-keys",
@@ -85,7 +99,13 @@ func nameFlags(err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := serveFieldRE.ReplaceAllStringFunc(err.Error(), func(f string) string { return "--" + serveFlags[f] })
+	msg := serveFieldRE.ReplaceAllStringFunc(err.Error(), func(f string) string {
+		name := "--" + serveFlags[f]
+		if e, ok := referenceEnv[serveFlags[f]]; ok {
+			name += " (" + e + ")"
+		}
+		return name
+	})
 	if msg == err.Error() {
 		return err
 	}

@@ -54,7 +54,8 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if n := alive(ms); n < *wait {
 		return fmt.Errorf("--wait %d: %s lists %d alive members after %s", *wait, node, n, *waitTimeout)
 	}
-	mismatch := policyMismatch(node, ms)
+	mismatch := hashMismatch(node, ms, func(m client.Member) string { return m.PolicyHash })
+	rlsMismatch := hashMismatch(node, ms, func(m client.Member) string { return m.RLSHash })
 	insecure, err := c.Insecure(ctx)
 	if err != nil {
 		return unreachable([]string{*addr}, err)
@@ -64,11 +65,12 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			Node           string          `json:"node"`
 			Members        []client.Member `json:"members"`
 			PolicyMismatch []string        `json:"policy_mismatch,omitempty"`
+			RLSMismatch    []string        `json:"rls_mismatch,omitempty"`
 			Suspect        []string        `json:"suspect,omitempty"`
 			Insecure       bool            `json:"insecure,omitempty"`
-		}{node, ms, mismatch, suspects(ms), insecure})
+		}{node, ms, mismatch, rlsMismatch, suspects(ms), insecure})
 	}
-	if err := printMembers(stdout, node, ms, mismatch); err != nil || !insecure {
+	if err := printMembers(stdout, node, ms, mismatch, rlsMismatch); err != nil || !insecure {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "insecure: %s runs its cluster without authentication (--insecure): anyone who reaches its peer and gossip ports can join, read and change counters; give every node the same --cluster-secret-file\n", node)
@@ -115,20 +117,20 @@ func alive(ms []client.Member) int {
 	return n
 }
 
-// policyMismatch returns the names of the members whose policy hash
-// differs from that of node (the member that answered). Members that
-// advertise no hash (older versions), or a node that does not, are not
-// compared.
-func policyMismatch(node string, ms []client.Member) []string {
+// hashMismatch returns the names of the members whose hash (the policy
+// or the RLS one, as of returns) differs from that of node (the member
+// that answered). Members that advertise no hash (older versions), or a
+// node that does not, are not compared.
+func hashMismatch(node string, ms []client.Member, of func(client.Member) string) []string {
 	var local string
 	for _, m := range ms {
 		if m.Name == node {
-			local = m.PolicyHash
+			local = of(m)
 		}
 	}
 	var out []string
 	for _, m := range ms {
-		if local != "" && m.PolicyHash != "" && m.PolicyHash != local {
+		if h := of(m); local != "" && h != "" && h != local {
 			out = append(out, m.Name)
 		}
 	}
@@ -146,21 +148,25 @@ func suspects(ms []client.Member) []string {
 	return out
 }
 
-// printMembers prints the members as a table; the POLICY column marks
-// with "!=" the members whose policies differ from node's. A line after
-// it names the suspect members, if any.
-func printMembers(w io.Writer, node string, ms []client.Member, mismatch []string) error {
+// printMembers prints the members as a table; the POLICY and RLS columns
+// mark with "!=" the members whose policies or RLS configuration differ
+// from node's. Lines after it name the mismatched and suspect members, if
+// any.
+func printMembers(w io.Writer, node string, ms []client.Member, mismatch, rlsMismatch []string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION\tPOLICY")
-	for _, m := range ms {
-		pol := m.PolicyHash
+	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION\tPOLICY\tRLS")
+	cell := func(h, name string, mis []string) string {
 		switch {
-		case pol == "":
-			pol = "-"
-		case slices.Contains(mismatch, m.Name):
-			pol += " != " + node
+		case h == "":
+			return "-"
+		case slices.Contains(mis, name):
+			return h + " != " + node
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare, m.Version, pol)
+		return h
+	}
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare, m.Version,
+			cell(m.PolicyHash, m.Name, mismatch), cell(m.RLSHash, m.Name, rlsMismatch))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -168,6 +174,12 @@ func printMembers(w io.Writer, node string, ms []client.Member, mismatch []strin
 	if len(mismatch) > 0 {
 		if _, err := fmt.Fprintf(w, "policy mismatch: %d of %d members run policies unlike %s's: %s\n",
 			len(mismatch), len(ms), node, strings.Join(mismatch, ", ")); err != nil {
+			return err
+		}
+	}
+	if len(rlsMismatch) > 0 {
+		if _, err := fmt.Fprintf(w, "RLS config mismatch: %d of %d members run an Envoy RLS configuration unlike %s's: %s\n",
+			len(rlsMismatch), len(ms), node, strings.Join(rlsMismatch, ", ")); err != nil {
 			return err
 		}
 	}

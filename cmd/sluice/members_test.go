@@ -19,20 +19,21 @@ func TestPrintMembersPolicyMismatch(t *testing.T) {
 		{Name: "n3", PolicyHash: "aaaaaaaaaaaaaaaa"},
 		{Name: "old"},
 	}
-	mismatch := policyMismatch("n1", ms)
+	pol := func(m client.Member) string { return m.PolicyHash }
+	mismatch := hashMismatch("n1", ms, pol)
 	if !slices.Equal(mismatch, []string{"n2"}) {
 		t.Fatalf("mismatch %v, want [n2]", mismatch)
 	}
 	var b bytes.Buffer
-	if err := printMembers(&b, "n1", ms, mismatch); err != nil {
+	if err := printMembers(&b, "n1", ms, mismatch, nil); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 6 || !strings.HasSuffix(lines[0], "POLICY") {
+	if len(lines) != 6 || !strings.HasSuffix(strings.Join(strings.Fields(lines[0]), " "), "POLICY RLS") {
 		t.Fatalf("table:\n%s", b.String())
 	}
-	for i, want := range []string{"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb != n1", "aaaaaaaaaaaaaaaa", "-"} {
-		if !strings.HasSuffix(lines[i+1], want) {
+	for i, want := range []string{"aaaaaaaaaaaaaaaa -", "bbbbbbbbbbbbbbbb != n1 -", "aaaaaaaaaaaaaaaa -", "- -"} {
+		if !strings.HasSuffix(strings.Join(strings.Fields(lines[i+1]), " "), want) {
 			t.Errorf("line %q does not end with %q", lines[i+1], want)
 		}
 	}
@@ -41,11 +42,39 @@ func TestPrintMembersPolicyMismatch(t *testing.T) {
 	}
 
 	// All alike, or an answering node without a hash: no mismatch.
-	if got := policyMismatch("n1", ms[:1]); got != nil {
+	if got := hashMismatch("n1", ms[:1], pol); got != nil {
 		t.Errorf("mismatch %v for one member", got)
 	}
-	if got := policyMismatch("old", ms); got != nil {
+	if got := hashMismatch("old", ms, pol); got != nil {
 		t.Errorf("mismatch %v against a node without a hash", got)
+	}
+}
+
+// TestPrintMembersRLSMismatch: the RLS column marks the members whose RLS
+// configuration hash differs from the answering node's, beside an equal
+// policy hash, and a line says how many differ.
+func TestPrintMembersRLSMismatch(t *testing.T) {
+	ms := []client.Member{
+		{Name: "a", PolicyHash: "p", RLSHash: "1111111111111111"},
+		{Name: "b", PolicyHash: "p", RLSHash: "1111111111111111"},
+		{Name: "c", PolicyHash: "p", RLSHash: "2222222222222222"},
+	}
+	rlsMis := hashMismatch("a", ms, func(m client.Member) string { return m.RLSHash })
+	polMis := hashMismatch("a", ms, func(m client.Member) string { return m.PolicyHash })
+	if !slices.Equal(rlsMis, []string{"c"}) || polMis != nil {
+		t.Fatalf("RLS mismatch %v (want [c]), policy mismatch %v (want none)", rlsMis, polMis)
+	}
+	var b bytes.Buffer
+	if err := printMembers(&b, "a", ms, polMis, rlsMis); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	tail := func(l string) string { return strings.Join(strings.Fields(l), " ") }
+	if len(lines) != 5 || !strings.HasSuffix(tail(lines[3]), "p 2222222222222222 != a") || !strings.HasSuffix(tail(lines[1]), "p 1111111111111111") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if !strings.HasPrefix(lines[4], "RLS config mismatch: 1 of 3 members") || !strings.HasSuffix(lines[4], ": c") {
+		t.Errorf("summary %q", lines[4])
 	}
 }
 
@@ -62,7 +91,7 @@ func TestPrintMembersSuspect(t *testing.T) {
 		t.Fatalf("suspects %v, want [n2]", got)
 	}
 	var b bytes.Buffer
-	if err := printMembers(&b, "n1", ms, nil); err != nil {
+	if err := printMembers(&b, "n1", ms, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -74,7 +103,7 @@ func TestPrintMembersSuspect(t *testing.T) {
 	}
 
 	b.Reset()
-	if err := printMembers(&b, "n1", []client.Member{ms[0], ms[2]}, nil); err != nil {
+	if err := printMembers(&b, "n1", []client.Member{ms[0], ms[2]}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "suspect") {

@@ -215,6 +215,11 @@ func checkPod(name string, sts *appsv1.StatefulSet, vals map[string]any, flags m
 	var p []string
 	fail := func(format string, a ...any) { p = append(p, fmt.Sprintf(format, a...)) }
 	spec := sts.Spec.Template.Spec
+	for k := range sts.Spec.Template.Annotations {
+		if strings.HasPrefix(k, "checksum/") {
+			fail("StatefulSet %s: pod annotation %s restarts every pod when its config changes; the nodes reload policies and RLS files in place, counters kept", name, k)
+		}
+	}
 	if enabled(vals, "topologySpread.enabled") {
 		keys := map[string]corev1.UnsatisfiableConstraintAction{}
 		for _, t := range spec.TopologySpreadConstraints {

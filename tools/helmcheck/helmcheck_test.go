@@ -101,6 +101,8 @@ func TestChecksCatch(t *testing.T) {
 		{"the peer port on the client Service", "templates/service.yaml", "- {name: http, port: 8080", "- {name: peer, port: 8082, targetPort: peer}\n    - {name: http, port: 8080", "exposes the peer port"},
 		{"a join address elsewhere", "templates/statefulset.yaml", `-gossip:7946"}`, `:7946"}`, "SLUICE_JOIN"},
 		{"a NetworkPolicy open to all on the peer port", "templates/networkpolicy.yaml", "- {port: 8081, protocol: TCP}", "- {port: 8081, protocol: TCP}\n        - {port: 8082, protocol: TCP}", "more than the nodes on port 8082"},
+		{"a checksum restart", "templates/statefulset.yaml", "      {{- with .Values.podAnnotations }}\n      annotations:\n",
+			"      annotations:\n        checksum/policies: {{ .Values.policies | sha256sum }}\n      {{- with .Values.podAnnotations }}\n", "checksum/policies"},
 		{"a lint error", "Chart.yaml", "version: 0.1.0", "version: not-semver", "lint"},
 	}
 	sets, err := valueSets(chartDir)

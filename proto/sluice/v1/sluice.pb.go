@@ -1482,7 +1482,12 @@ type Member struct {
 	// Short hash of the member's policies (16 hex digits; equal on members
 	// that run the same policies), empty for a member that advertises none
 	// (an older version).
-	PolicyHash    string `protobuf:"bytes,7,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
+	PolicyHash string `protobuf:"bytes,7,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
+	// Short hash of the member's Envoy RLS configuration (16 hex digits;
+	// equal on members that load the same envoyproxy/ratelimit files or xDS
+	// resources), empty for a member that advertises none (an older
+	// version).
+	RlsHash       string `protobuf:"bytes,8,opt,name=rls_hash,json=rlsHash,proto3" json:"rls_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1562,6 +1567,13 @@ func (x *Member) GetVersion() string {
 func (x *Member) GetPolicyHash() string {
 	if x != nil {
 		return x.PolicyHash
+	}
+	return ""
+}
+
+func (x *Member) GetRlsHash() string {
+	if x != nil {
+		return x.RlsHash
 	}
 	return ""
 }
@@ -1798,7 +1810,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x0fReleaseResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\"\x10\n" +
-	"\x0eMembersRequest\"\xca\x01\n" +
+	"\x0eMembersRequest\"\xe5\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vgossip_addr\x18\x02 \x01(\tR\n" +
@@ -1809,7 +1821,8 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"ring_share\x18\x05 \x01(\x01R\tringShare\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\tR\aversion\x12\x1f\n" +
 	"\vpolicy_hash\x18\a \x01(\tR\n" +
-	"policyHash\"x\n" +
+	"policyHash\x12\x19\n" +
+	"\brls_hash\x18\b \x01(\tR\arlsHash\"x\n" +
 	"\n" +
 	"RingConfig\x12'\n" +
 	"\x0fpartition_count\x18\x01 \x01(\x05R\x0epartitionCount\x12-\n" +
