@@ -101,6 +101,7 @@ func freeAddr(t *testing.T) string {
 type server struct {
 	cmd        *exec.Cmd
 	grpc, http string
+	peer       string // the --peer-addr it was given
 	gossip     string // the --gossip-addr it was given, if any
 	stderr     *lockedBuffer
 	exited     chan struct{} // closed when the process has exited
@@ -150,6 +151,7 @@ func launch(t *testing.T, name string, args []string, retry bool) (s *server, in
 		}
 		s.gossip = args[i+1]
 	}
+	s.peer = peer
 	s.cmd = exec.Command(sluiceBin, append([]string{"serve", "--node-name", name, "--grpc-addr", s.grpc, "--peer-addr", peer}, args...)...)
 	s.cmd.Env = append(os.Environ(), "SLUICE_HTTP_ADDR="+s.http)
 	if !slices.ContainsFunc(args, func(a string) bool {
