@@ -24,7 +24,7 @@ const (
 	simStep        = 5 * time.Millisecond
 	simLease       = 60 * time.Millisecond // a lease renewal lasts this long
 	simDeadWait    = simLease              // DeadOwnerWait: no clock drift here
-	simDetect      = 80 * time.Millisecond // unseen this long: removed as Dead
+	simDetect      = 25 * time.Millisecond // unseen this long: removed as Dead (lease still valid)
 	simSteps       = 300                   // steps of faults and load
 	simSettleSteps = 600                   // most steps to settle after healing
 	simKeys        = 192
