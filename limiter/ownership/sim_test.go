@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,14 +43,15 @@ func TestSim(t *testing.T) {
 	seeds, verbose := simSeeds(t)
 	start := time.Now()
 	stats := simStats{}
+	rings := ringCache{}
 	for _, seed := range seeds {
-		s := newSim(seed, verbose)
+		s := newSim(seed, verbose, rings)
 		err := s.run()
 		stats.add(s)
 		if err == nil {
 			continue
 		}
-		again := newSim(seed, false).run()
+		again := newSim(seed, false, rings).run()
 		same := again != nil && again.Error() == err.Error()
 		t.Fatalf("seed %d: %v\nreplays to the same failure: %v\nschedule:\n%s\nreplay: go test ./limiter/ownership/ -run 'TestSim$' -seed %d -v",
 			seed, err, same, strings.Join(s.trace, "\n"), seed)
@@ -86,6 +88,7 @@ func simSeeds(t *testing.T) (seeds []uint64, verbose bool) {
 
 type simStats struct {
 	schedules, withDead, decided, admitted, lost, epochs, waits, fallbacks int
+	lostEmpty, lostPartial                                                 int
 	worst                                                                  float64
 }
 
@@ -95,6 +98,8 @@ func (st *simStats) add(s *sim) {
 		st.withDead++
 	}
 	st.decided += s.decided
+	st.lostEmpty += s.lostEmpty
+	st.lostPartial += s.lostPartial
 	st.waits += s.waits
 	st.fallbacks += s.fallbacks
 	st.epochs += len(s.log) - 1
@@ -106,8 +111,8 @@ func (st *simStats) add(s *sim) {
 }
 
 func (st simStats) String() string {
-	return fmt.Sprintf("%d with a Dead epoch; %d epochs; %d checks decided, %d admitted, %d of them counted from an heir's copy that lacked them; worst key %.2fx its limit; %d checks waited, %d fell back",
-		st.withDead, st.epochs, st.decided, st.admitted, st.lost, st.worst, st.waits, st.fallbacks)
+	return fmt.Sprintf("%d with a Dead epoch; %d epochs; %d checks decided, %d admitted, %d of them counted from an heir's copy that lacked them; worst key %.2fx its limit; %d checks waited, %d fell back; lacked by copies without the key %d, with an older count %d",
+		st.withDead, st.epochs, st.decided, st.admitted, st.lost, st.worst, st.waits, st.fallbacks, st.lostEmpty, st.lostPartial)
 }
 
 // simNode is one process: the machine, its store and its heir copies.
@@ -143,6 +148,7 @@ type replication struct {
 
 type sim struct {
 	seed     uint64
+	rings    ringCache
 	rng      *rand.Rand
 	now      time.Time
 	verbose  bool
@@ -162,25 +168,50 @@ type sim struct {
 	waits       int
 	fallbacks   int
 	settling    bool
+	// what heirs' copies lacked, by whether they had the key at all
+	lostEmpty, lostPartial int
 }
 
-func newSim(seed uint64, verbose bool) *sim {
+// ringCache keeps the rings and heirs of member sets (by their names
+// joined), which schedules share: building them is most of a schedule's
+// cost.
+type ringCache map[string]ownership.Epoch
+
+func (c ringCache) get(members []string) ownership.Epoch {
+	key := strings.Join(members, ",")
+	if e, ok := c[key]; ok {
+		return e
+	}
+	ms := make([]ring.Member, len(members))
+	for i, name := range members {
+		ms[i] = ring.Member{Name: name}
+	}
+	r, err := ring.New(simRingConfig, ms)
+	if err != nil {
+		panic(err)
+	}
+	h, err := r.Heirs(2)
+	if err != nil {
+		panic(err)
+	}
+	c[key] = ownership.Epoch{Ring: r, Heirs: h}
+	return c[key]
+}
+
+func newSim(seed uint64, verbose bool, rings ringCache) *sim {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	s := &sim{
 		seed: seed, rng: rng, verbose: verbose,
 		now:    time.Unix(1_700_000_000, 0),
 		byName: map[string]*simNode{},
+		rings:  rings,
 		cut:    map[[2]string]bool{},
 		truth:  map[uint64]int{},
 		loss:   map[uint64]int{},
 	}
 	s.dropRate = []float64{0, 0.02, 0.1, 0.3}[rng.IntN(4)]
 	s.kills = rng.IntN(3) > 0
-	empty, err := ring.New(simRingConfig, nil)
-	if err != nil {
-		panic(err)
-	}
-	s.log = []ownership.Epoch{{Number: 0, Ring: empty}}
+	s.log = []ownership.Epoch{rings.get(nil)}
 	var names []string
 	for range 3 + rng.IntN(5) {
 		names = append(names, s.spawn().name)
@@ -219,25 +250,13 @@ func (s *sim) spawn() *simNode {
 
 // appendEpoch commits the next epoch: members, and those removed.
 func (s *sim) appendEpoch(members []string, removed map[string]ownership.Removal) {
-	ms := make([]ring.Member, len(members))
-	for i, name := range members {
-		ms[i] = ring.Member{Name: name}
-	}
-	r, err := ring.New(simRingConfig, ms)
-	if err != nil {
-		panic(err)
-	}
-	h, err := r.Heirs(2)
-	if err != nil {
-		panic(err)
-	}
-	e := ownership.Epoch{Number: uint64(len(s.log)), Ring: r, Heirs: h, Removed: removed}
+	e := s.rings.get(slices.Sorted(slices.Values(members)))
+	e.Number, e.Removed = uint64(len(s.log)), removed
 	s.log = append(s.log, e)
-	for name, how := range removed {
+	for _, how := range removed {
 		if how == ownership.Dead {
 			s.deadEpochs++
 		}
-		_ = name
 	}
 	s.tracef("epoch %d: members %v removed %v", e.Number, members, removed)
 }

@@ -51,6 +51,12 @@ func (s *sim) raft() {
 			continue
 		}
 		s.drain(n)
+		// The heirs may have changed: copy the partitions n owns to them.
+		for p := range simPartitions {
+			if n.m.Settled(p) {
+				s.replicate(n, p, n.store[p])
+			}
+		}
 	}
 	for _, n := range s.nodes {
 		if n.running && n.m.Removed() == ownership.Leave && n.m.Drained() {
@@ -132,11 +138,17 @@ func (s *sim) drain(n *simNode) error {
 		for _, mg := range r.Merges {
 			switch {
 			case mg.FromReplica:
-				n.store[mg.Partition] = maps.Clone(n.replica[mg.Partition])
+				n.store[mg.Partition] = n.heirCopy(mg.Partition)
 				n.rebase[mg.Partition] = true
+				if s.verbose {
+					s.tracef("%s takes p%d from its own heir copy %v", n.name, mg.Partition, n.store[mg.Partition])
+				}
 			case mg.States == nil:
 				n.store[mg.Partition] = nil
 				n.rebase[mg.Partition] = true
+				if s.verbose {
+					s.tracef("%s starts p%d empty", n.name, mg.Partition)
+				}
 			default:
 				pl := mg.States.(*payload)
 				n.store[mg.Partition] = maps.Clone(pl.counts)
@@ -150,7 +162,7 @@ func (s *sim) drain(n *simNode) error {
 			msg := tr.Msg
 			pl := &payload{counts: maps.Clone(n.store[msg.Partition]), rebase: n.rebase[msg.Partition]}
 			if tr.FromReplica {
-				pl = &payload{counts: maps.Clone(n.replica[msg.Partition]), rebase: true}
+				pl = &payload{counts: n.heirCopy(msg.Partition), rebase: true}
 			}
 			msg.States = pl
 			s.send(n.name, msg.To, &msg, nil)
@@ -163,6 +175,20 @@ func (s *sim) drain(n *simNode) error {
 			delete(n.rebase, p)
 		}
 	}
+}
+
+// heirCopy is n's copy of partition p as an heir: the larger count of
+// each key in its replica copies and in any copy of p its store still
+// holds (one it handed off, not acknowledged yet).
+func (n *simNode) heirCopy(p int) map[uint64]int {
+	c := maps.Clone(n.replica[p])
+	if c == nil {
+		c = map[uint64]int{}
+	}
+	for k, v := range n.store[p] {
+		c[k] = max(c[k], v)
+	}
+	return c
 }
 
 // replicate copies counts of partition p to its heirs on n's ring.
@@ -223,6 +249,16 @@ func (s *sim) decide(n *simNode, p int, k uint64) error {
 			}
 			if !s.kills && lack > 0 {
 				return fmt.Errorf("invariant 2: %s took key %d from an heir's copy in a schedule without deaths", n.name, kk)
+			}
+			if lack > s.loss[kk] && s.verbose {
+				s.tracef("%s decides p%d: key %d lacks %d", n.name, p, kk, lack-s.loss[kk])
+			}
+			if lack > s.loss[kk] {
+				if st[kk] == 0 {
+					s.lostEmpty += lack - s.loss[kk]
+				} else {
+					s.lostPartial += lack - s.loss[kk]
+				}
 			}
 			s.loss[kk] = lack
 		}
