@@ -41,9 +41,10 @@
 //     TestDoneFromADeadSenderIsRedirected).
 //  8. A node decides as owner only while it holds a lease (now < until)
 //     and has applied the lease's epoch, the latest committed when a
-//     majority renewed it; otherwise MayDecide says Fallback, the limit's
-//     failure mode. So a node on the minority side, or behind the log,
-//     decides nothing as owner (TestLeaseCountsOnlyOnceItsEpochIsApplied).
+//     majority renewed it. Lapsed, MayDecide says Fallback, the limit's
+//     failure mode: a node on the minority side decides nothing as owner.
+//     Behind the lease's epoch, it says Wait: the node catches up first
+//     (TestLeaseCountsOnlyOnceItsEpochIsApplied).
 //  9. A leaving node hands off everything and exits once Drained; others
 //     then learn it is Gone, which ends their unacknowledged handoffs to
 //     it (TestLeaverExitsWhenDrainedAndGoneEndsHandoffsToIt).

@@ -75,10 +75,11 @@ const (
 	Decide Action = iota + 1
 	// Forward to Decision.To, the owner in this node's latest epoch.
 	Forward
-	// Wait: this node owns the partition but has not settled it yet; the
-	// caller holds the check or answers from the failure mode.
+	// Wait: this node owns the partition but has not settled it yet, or
+	// is behind the epoch of its lease (it catches up first); the caller
+	// holds the check or answers from the failure mode.
 	Wait
-	// Fallback: this node owns the partition but its lease is not valid,
+	// Fallback: this node owns the partition but its lease has lapsed,
 	// or it was removed as Dead; answer from the limit's failure mode.
 	Fallback
 )
@@ -307,9 +308,9 @@ func (n *Node) MayDecide(p int, now time.Time) Decision {
 		d.Action = Fallback
 	case owner.Name != n.cfg.Self:
 		d.Action, d.To = Forward, owner.Name
-	case !now.Before(n.lease) || n.epoch < n.leaseEpoch:
+	case !now.Before(n.lease):
 		d.Action = Fallback
-	case !n.slots[p].settled() || now.Before(n.slots[p].notBefore):
+	case n.epoch < n.leaseEpoch || !n.slots[p].settled() || now.Before(n.slots[p].notBefore):
 		d.Action = Wait
 	default:
 		d.Action = Decide

@@ -255,7 +255,7 @@ func TestLeaseCountsOnlyOnceItsEpochIsApplied(t *testing.T) {
 	n, p := join(t)
 	a := n.nodes["a"].m
 	a.SetLease(n.now.Add(time.Second), 2)
-	want(t, n, "a", p, ownership.Fallback) // a is behind: epoch 1
+	want(t, n, "a", p, ownership.Wait) // a is behind: epoch 1
 	a.SetLease(n.now.Add(time.Second), 1)
 	want(t, n, "a", p, ownership.Decide)
 	n.now = n.now.Add(time.Second)
