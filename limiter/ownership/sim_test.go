@@ -297,7 +297,7 @@ func (s *sim) run() error {
 			return err
 		}
 		if s.settled() {
-			return nil
+			return s.checkAllKeys()
 		}
 	}
 	return fmt.Errorf("invariant 4 (liveness): not settled %v after healing: %s", simSettleSteps*simStep, s.unsettled())
