@@ -160,6 +160,7 @@ type sim struct {
 	inflight []packet
 	cut      map[[2]string]bool // one-way cuts, from -> to; "raft" is the epoch layer
 	dropRate float64
+	dupRate  float64 // packets delivered twice, the copy late
 	kills    bool // this schedule kills and declares nodes dead
 	nextName int
 
@@ -211,6 +212,7 @@ func newSim(seed uint64, verbose bool, rings ringCache) *sim {
 		loss:   map[uint64]int{},
 	}
 	s.dropRate = []float64{0, 0.02, 0.1, 0.3}[rng.IntN(4)]
+	s.dupRate = []float64{0, 0.05}[rng.IntN(2)]
 	s.kills = rng.IntN(3) > 0
 	s.log = []ownership.Epoch{rings.get(nil)}
 	var names []string
@@ -218,7 +220,7 @@ func newSim(seed uint64, verbose bool, rings ringCache) *sim {
 		names = append(names, s.spawn().name)
 	}
 	s.appendEpoch(names, nil)
-	s.tracef("start: %d nodes, drop rate %.2f, kills %v", len(names), s.dropRate, s.kills)
+	s.tracef("start: %d nodes, drop rate %.2f, duplicate rate %.2f, kills %v", len(names), s.dropRate, s.dupRate, s.kills)
 	return s
 }
 

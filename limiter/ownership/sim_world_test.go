@@ -87,6 +87,11 @@ func (s *sim) send(from, to string, msg *ownership.Message, repl *replication) {
 		delay = simStep * time.Duration(s.rng.IntN(7))
 	}
 	s.inflight = append(s.inflight, packet{at: s.now.Add(delay), from: from, to: to, msg: msg, repl: repl})
+	if s.rng.Float64() < s.dupRate {
+		// The network delivers a copy too, up to 40 steps later.
+		late := simStep * time.Duration(1+s.rng.IntN(40))
+		s.inflight = append(s.inflight, packet{at: s.now.Add(delay + late), from: from, to: to, msg: msg, repl: repl})
+	}
 }
 
 // deliver hands the packets due to their nodes, dropping those of cut
