@@ -161,7 +161,7 @@ type sim struct {
 	cut      map[[2]string]bool // one-way cuts, from -> to; "raft" is the epoch layer
 	dropRate float64
 	dupRate  float64 // packets delivered twice, the copy late
-	kills    bool // this schedule kills and declares nodes dead
+	kills    bool    // this schedule kills and declares nodes dead
 	nextName int
 
 	truth, loss map[uint64]int
