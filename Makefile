@@ -14,7 +14,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot release release-check tag
+.PHONY: all build run test sim nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot release release-check tag
 
 all: build
 
@@ -36,6 +36,12 @@ test:
 	$(MAKE) --no-print-directory fuzz-short || st=1; \
 	if [ $$st -ne 0 ]; then echo "make test: FAILED (the tests or the fuzz stage above)" >&2; fi; \
 	exit $$st
+
+## sim: the ownership protocol's long simulation, SIM_SCHEDULES seeded schedules (make test runs
+## 300 of them); a failing seed replays with go test ./limiter/ownership/ -run TestSim -seed N -v
+SIM_SCHEDULES  ?= 10000
+sim:
+	$(GO) test -count=1 -timeout 90m -run 'TestSim$$' -v ./limiter/ownership/ -schedules $(SIM_SCHEDULES)
 
 ## nginx: Debian's nginx-light when nginx is missing, for the nginx recipe test of deploy/ (needs root)
 # Debian's package starts the system nginx on :80 once installed unless a

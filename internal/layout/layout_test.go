@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"internal/layout":        nil,
 	"internal/wire":          {"bucket", "store", "proto/sluice/v1"},
 	"limiter":                {"bucket", "ring", "store", "policy", "internal/activity", "internal/grant", "internal/identity"},
+	"limiter/ownership":      {"ring"},
 	"limiter/limitertest":    {"bucket", "ring", "store", "policy", "limiter", "internal/identity"},
 	"cluster":                nil,
 	"api":                    {"bucket", "ring", "store", "policy", "limiter", "rls", "internal/activity", "internal/rlheader", "internal/wire", "proto/sluice/v1"},
