@@ -144,11 +144,21 @@ func (d *docRun) run(b shellBlock) {
 		d.rewrite(":8081") // the CLI's default --addr, also of a run-alone block
 	}
 	if !strings.HasPrefix(b.text, "$ ") {
-		out, err := d.bash(d.rewrite(b.text), "-e", "-o", "pipefail")
-		if err != nil {
-			t.Errorf("%s: %v\nscript:\n%s\noutput:\n%s", b, err, d.rewrite(b.text), out)
+		for attempt := 1; ; attempt++ {
+			script := d.rewrite(b.text)
+			out, err := d.bash(script, "-e", "-o", "pipefail")
+			if err != nil && b.kind == "run-alone" && attempt < 3 && strings.Contains(out, "address already in use") {
+				// A port picked free was taken before the block bound
+				// it: again, on other ports.
+				t.Logf("%s: a port was taken before the block bound it; again on other ports", b)
+				d.ports = map[string]string{}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s: %v\nscript:\n%s\noutput:\n%s", b, err, script, out)
+			}
+			return
 		}
-		return
 	}
 	for _, step := range consoleSteps(b.text) {
 		cmd := d.rewrite(step.cmd)

@@ -46,6 +46,7 @@ var (
 	snippetMarker = regexp.MustCompile(`^<!-- snippet: (run|run-alone|check-only)(?: \(([^)]+)\))?(?:; node (.+))? -->$`)
 	shellFence    = regexp.MustCompile("^```(sh|bash|console|shell)\\s*$")
 	anyFence      = regexp.MustCompile("^```")
+	shellAssign   = regexp.MustCompile(`^[A-Za-z_]\w*=`)
 )
 
 // docShellBlocks returns the shell blocks of README.md and docs/*.md;
@@ -63,46 +64,53 @@ func docShellBlocks(t *testing.T) (blocks []shellBlock, problems []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := strings.TrimPrefix(path, "../../")
-		lines := strings.Split(string(b), "\n")
-		for i := 0; i < len(lines); i++ {
-			line := lines[i]
-			if strings.HasPrefix(line, "<!-- snippet:") {
-				m := snippetMarker.FindStringSubmatch(line)
-				switch {
-				case m == nil:
-					problems = append(problems, fmt.Sprintf("%s:%d: %q is not <!-- snippet: run|run-alone|check-only (REASON)[; node FLAGS] -->", name, i+1, line))
-				case i+1 >= len(lines) || !shellFence.MatchString(lines[i+1]):
-					problems = append(problems, fmt.Sprintf("%s:%d: the snippet line is not followed by a shell block", name, i+1))
-				case m[1] == "check-only" && m[2] == "":
-					problems = append(problems, fmt.Sprintf("%s:%d: check-only needs its reason: <!-- snippet: check-only (needs ...) -->", name, i+1))
-				case m[1] != "run" && m[3] != "":
-					problems = append(problems, fmt.Sprintf("%s:%d: only a run block has a node", name, i+1))
-				}
-				continue
+		bl, pr := parseShellBlocks(strings.TrimPrefix(path, "../../"), string(b))
+		blocks, problems = append(blocks, bl...), append(problems, pr...)
+	}
+	return blocks, problems
+}
+
+// parseShellBlocks returns the shell blocks of the doc name and the
+// problems of its snippet lines.
+func parseShellBlocks(name, doc string) (blocks []shellBlock, problems []string) {
+	lines := strings.Split(doc, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if strings.HasPrefix(line, "<!-- snippet:") {
+			m := snippetMarker.FindStringSubmatch(line)
+			switch {
+			case m == nil:
+				problems = append(problems, fmt.Sprintf("%s:%d: %q is not <!-- snippet: run|run-alone|check-only (REASON)[; node FLAGS] -->", name, i+1, line))
+			case i+1 >= len(lines) || !shellFence.MatchString(lines[i+1]):
+				problems = append(problems, fmt.Sprintf("%s:%d: the snippet line is not followed by a shell block", name, i+1))
+			case m[1] == "check-only" && m[2] == "":
+				problems = append(problems, fmt.Sprintf("%s:%d: check-only needs its reason: <!-- snippet: check-only (needs ...) -->", name, i+1))
+			case m[1] != "run" && m[3] != "":
+				problems = append(problems, fmt.Sprintf("%s:%d: only a run block has a node", name, i+1))
 			}
-			if !anyFence.MatchString(line) {
-				continue
-			}
-			end := i + 1
-			for end < len(lines) && lines[end] != "```" {
-				end++
-			}
-			if shellFence.MatchString(line) {
-				blk := shellBlock{file: name, line: i + 1, text: strings.Join(lines[i+1:end], "\n") + "\n"}
-				var m []string
-				if i > 0 {
-					m = snippetMarker.FindStringSubmatch(lines[i-1])
-				}
-				if m == nil {
-					problems = append(problems, fmt.Sprintf("%s:%d: a shell block without a <!-- snippet: run|run-alone|check-only (REASON) --> line before it", name, i+1))
-				} else {
-					blk.kind, blk.reason, blk.node = m[1], m[2], strings.Fields(m[3])
-					blocks = append(blocks, blk)
-				}
-			}
-			i = end
+			continue
 		}
+		if !anyFence.MatchString(line) {
+			continue
+		}
+		end := i + 1
+		for end < len(lines) && lines[end] != "```" {
+			end++
+		}
+		if shellFence.MatchString(line) {
+			blk := shellBlock{file: name, line: i + 1, text: strings.Join(lines[i+1:end], "\n") + "\n"}
+			var m []string
+			if i > 0 {
+				m = snippetMarker.FindStringSubmatch(lines[i-1])
+			}
+			if m == nil {
+				problems = append(problems, fmt.Sprintf("%s:%d: a shell block without a <!-- snippet: run|run-alone|check-only (REASON) --> line before it", name, i+1))
+			} else {
+				blk.kind, blk.reason, blk.node = m[1], m[2], strings.Fields(m[3])
+				blocks = append(blocks, blk)
+			}
+		}
+		i = end
 	}
 	return blocks, problems
 }
@@ -155,12 +163,12 @@ func (c *commandChecker) block(b shellBlock) []error {
 	vars := map[string]string{}
 	for _, words := range shellCommands(commandText(b.text)) {
 		if len(words) == 1 {
-			if k, v, ok := strings.Cut(words[0], "="); ok && regexp.MustCompile(`^[A-Za-z_]\w*$`).MatchString(k) {
+			if k, v, ok := strings.Cut(words[0], "="); ok && shellAssign.MatchString(words[0]) {
 				vars[k] = v
 				continue
 			}
 		}
-		for len(words) > 0 && regexp.MustCompile(`^[A-Za-z_]\w*=`).MatchString(words[0]) {
+		for len(words) > 0 && shellAssign.MatchString(words[0]) {
 			words = words[1:] // VAR=value before a command
 		}
 		if len(words) == 0 {

@@ -175,3 +175,31 @@ func TestMissingLines(t *testing.T) {
 		}
 	}
 }
+
+// A shell block must be classified, and a snippet line must be one and
+// stand before its block.
+func TestParseShellBlocksProblems(t *testing.T) {
+	doc := strings.Join([]string{
+		"<!-- snippet: run; node --rls-config x.yaml -->", "```sh", "sluice version", "```",
+		"```sh", "sluice version", "```", // 5: no line
+		"<!-- snippet: check-only -->", "```console", "$ kubectl get pods", "```", // 8: no reason
+		"<!-- snippet: run-alone; node --insecure -->", "```bash", "true", "```", // 12: a node
+		"<!-- snippet: runn -->", "```sh", "true", "```", // 16: no such kind
+		"<!-- snippet: run -->", "", "```go", "```", // 20: not before a shell block
+		"```yaml", "<!-- snippet: run -->", "```", // inside another block: not a snippet line
+	}, "\n")
+	blocks, problems := parseShellBlocks("d.md", doc)
+	if len(blocks) != 3 || blocks[0].kind != "run" || !reflect.DeepEqual(blocks[0].node, []string{"--rls-config", "x.yaml"}) || blocks[0].line != 2 {
+		t.Errorf("blocks %+v, want the run block at line 2 with its node flags, and two others", blocks)
+	}
+	want := []string{"d.md:5: a shell block without", "d.md:8: check-only needs its reason", "d.md:12: only a run block has a node",
+		`d.md:16: "<!-- snippet: runn -->" is not`, "d.md:17: a shell block without", "d.md:20: the snippet line is not followed"}
+	if len(problems) != len(want) {
+		t.Fatalf("problems %q, want %d", problems, len(want))
+	}
+	for i, p := range problems {
+		if !strings.HasPrefix(p, want[i]) {
+			t.Errorf("problem %d: %q, want it to start %q", i, p, want[i])
+		}
+	}
+}
