@@ -44,12 +44,13 @@ func (n *Node) now() time.Time {
 }
 
 // configStates is the status page's view of the policies and the RLS
-// config in force.
+// config in force, each with the hash the node gossips (and the members
+// table shows beside the other members').
 func (n *Node) configStates() []api.ConfigState {
 	set := n.policyCount()
 	rlsHash, rlsRules := "", 0
 	if c := n.rls.Config(); c != nil {
-		rlsHash, rlsRules = shortDigest(c.Digest), c.Rules()
+		rlsHash, rlsRules = n.RLSHash(), c.Rules()
 	}
 	return []api.ConfigState{
 		n.policyState.view("policies", n.cfg.PolicyFile, n.PolicyHash(), set),
@@ -63,13 +64,4 @@ func (n *Node) policyCount() int {
 		return 0
 	}
 	return n.policyLoad.Set().Len()
-}
-
-// shortDigest is the first 16 characters of a digest, as short as the
-// policy hash the page shows beside it.
-func shortDigest(d string) string {
-	if len(d) > 16 {
-		return d[:16]
-	}
-	return d
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // /ui/data shows the node's configurations as loaded: the policy file and
-// the RLS config, with their source, hash, rule count and last load; a
+// the RLS config, with their source, hash (the one the node gossips, which
+// the members table shows), rule count and last load; a
 // reload that changes one says "applied", a refused one "rejected" and why,
 // the one in force kept.
 func TestStatusPageConfigState(t *testing.T) {
@@ -50,7 +51,7 @@ func TestStatusPageConfigState(t *testing.T) {
 	if p.Name != "policies" || p.Source != pol || p.Hash != n.PolicyHash() || p.Rules != 1 || p.LastResult != "loaded" || p.LastLoad == "" {
 		t.Errorf("policies at start: %+v", p)
 	}
-	if r.Name != "rls" || r.Source != rlsFile || len(r.Hash) != 16 || r.Rules != 1 || r.LastResult != "loaded" {
+	if r.Name != "rls" || r.Source != rlsFile || r.Hash != n.RLSHash() || len(r.Hash) != 16 || r.Rules != 1 || r.LastResult != "loaded" {
 		t.Errorf("RLS config at start: %+v", r)
 	}
 	write(pol, "policies:\n  small:\n    limit: 1\n    period: 1h\n  big:\n    limit: 100\n    period: 1h\n")
