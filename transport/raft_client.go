@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -54,7 +55,12 @@ type RaftSenderConfig struct {
 // peer cannot be reached or its stream fails (then Unreachable is called),
 // or when it is invalid; Raft retransmits what is lost. A failed stream is
 // reopened for the next batch (the connection redials with gRPC's
-// backoff). It is safe for concurrent use.
+// backoff). Messages handed to a stream count as sent: those a stream that
+// failed had taken are lost uncounted. Raft traffic does not pass, nor
+// count in, the peer's circuit breaker (which is the checks'). Snapshots
+// are messages like any other: one over MaxRaftMessageBytes is dropped
+// (invalid), so the Raft group must keep its snapshots under it, or report
+// the snapshot failed itself. It is safe for concurrent use.
 type RaftSender struct {
 	cfg    RaftSenderConfig
 	m      *PeerMetrics
@@ -302,7 +308,7 @@ func (p *raftPeer) open(ctx context.Context) (*raftStream, error) {
 		for {
 			resp, err := cs.Recv()
 			if err != nil {
-				if sctx.Err() == nil {
+				if sctx.Err() == nil && !errors.Is(err, io.EOF) {
 					p.s.m.rpcError(peerRaft)
 				}
 				st.err = err
