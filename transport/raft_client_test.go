@@ -1,9 +1,13 @@
 package transport
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-rl/sluice/internal/clustersecret"
 )
 
 // raftDropped returns sluice_peer_raft_dropped_total{reason} of reg.
@@ -56,7 +63,7 @@ func TestRaftSenderInOrderPerPeer(t *testing.T) {
 	report := func(to string) { unreachable.Store(to, true) }
 	var wg sync.WaitGroup
 	for _, self := range []string{"a", "c"} {
-		s, _ := newTestRaftSender(t, self, pki.peer(t, self), RaftSenderConfig{QueueLen: n, Unreachable: report})
+		s, _ := newTestRaftSender(t, self, dialCreds(pki.peer(t, self)), RaftSenderConfig{QueueLen: n, Unreachable: report})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -123,7 +130,7 @@ func hangingPeer(t *testing.T) string {
 func TestRaftSenderFullQueueDrops(t *testing.T) {
 	pki := newRaftPKI(t)
 	const queue = 8
-	s, reg := newTestRaftSender(t, "a", pki.peer(t, "a"), RaftSenderConfig{QueueLen: queue})
+	s, reg := newTestRaftSender(t, "a", dialCreds(pki.peer(t, "a")), RaftSenderConfig{QueueLen: queue})
 	addr := hangingPeer(t)
 	// More than the queue and a batch the goroutine may have taken out.
 	const total = queue + MaxRaftBatch + 50
@@ -154,7 +161,7 @@ func TestRaftSenderFullQueueDrops(t *testing.T) {
 func TestRaftSenderUnreachableThenMoved(t *testing.T) {
 	pki := newRaftPKI(t)
 	reported := make(chan string, 100)
-	s, reg := newTestRaftSender(t, "a", pki.peer(t, "a"), RaftSenderConfig{Unreachable: func(to string) {
+	s, reg := newTestRaftSender(t, "a", dialCreds(pki.peer(t, "a")), RaftSenderConfig{Unreachable: func(to string) {
 		select {
 		case reported <- to:
 		default:
@@ -188,7 +195,7 @@ func TestRaftSenderRefusedIsReported(t *testing.T) {
 	rec := newRaftRecorder("someone-else")
 	addr, _, _ := startRaftPeer(t, "b", rec, pki.peer(t, "b"))
 	reported := make(chan string, 100)
-	s, _ := newTestRaftSender(t, "a", pki.peer(t, "a"), RaftSenderConfig{Unreachable: func(to string) {
+	s, _ := newTestRaftSender(t, "a", dialCreds(pki.peer(t, "a")), RaftSenderConfig{Unreachable: func(to string) {
 		select {
 		case reported <- to:
 		default:
@@ -271,5 +278,55 @@ func TestNewRaftSenderBadConfig(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "RaftSenderConfig."+tc.field) {
 			t.Errorf("%+v: err = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
 		}
+	}
+}
+
+// writeClusterSecret writes a new cluster secret file in dir and loads it.
+func writeClusterSecret(t *testing.T, dir, name string) *clustersecret.Source {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(b)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := clustersecret.NewSource(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// With a cluster secret instead of peer certificates, as a node has it
+// (the secret's TLS on the peer port): a holder of the secret is heard, a
+// node of another secret is reported unreachable and never stepped.
+func TestRaftSenderOverClusterSecret(t *testing.T) {
+	dir := t.TempDir()
+	secret, other := writeClusterSecret(t, dir, "ours"), writeClusterSecret(t, dir, "theirs")
+	rec := newRaftRecorder("a", "x")
+	addr, _, _ := serveRaftPeer(t, "b", rec, grpc.Creds(credentials.NewTLS(secret.ServerConfig())))
+
+	s, _ := newTestRaftSender(t, "a", grpc.WithTransportCredentials(secret.ClientCredentials()), RaftSenderConfig{})
+	s.Send("b", addr, msgs("a", 0, 3))
+	waitFor(t, "a's messages", func() bool { return len(rec.from("a")) == 3 })
+
+	reported := make(chan string, 10)
+	x, reg := newTestRaftSender(t, "x", grpc.WithTransportCredentials(other.ClientCredentials()), RaftSenderConfig{Unreachable: func(to string) {
+		select {
+		case reported <- to:
+		default:
+		}
+	}})
+	x.Send("b", addr, msgs("x", 0, 3))
+	select {
+	case <-reported:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a node of another secret was never reported unreachable")
+	}
+	waitFor(t, "x's drops counted", func() bool { return raftDropped(t, reg, "unreachable") == 3 })
+	if got := rec.from("x"); len(got) != 0 {
+		t.Fatalf("stepped %q from a node of another secret", got)
 	}
 }

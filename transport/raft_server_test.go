@@ -123,6 +123,13 @@ func startRaftPeer(t *testing.T, self string, recv RaftReceiver, src *tlsconfig.
 		grpc.Creds(credentials.NewTLS(tlsconfig.ServerConfig(src, tls.RequireAndVerifyClientCert, "h2"))),
 		grpc.ChainUnaryInterceptor(auth.Unary()), grpc.ChainStreamInterceptor(auth.Stream()),
 	}
+	return serveRaftPeer(t, self, recv, opts...)
+}
+
+// serveRaftPeer serves sluice.v1.Peer for self, with recv as its Raft
+// receiver, on a gRPC server of opts and the protocol check.
+func serveRaftPeer(t *testing.T, self string, recv RaftReceiver, opts ...grpc.ServerOption) (string, *Server, *grpc.Server) {
+	t.Helper()
 	gs := grpc.NewServer(append(opts, ProtocolServerOptions()...)...)
 	srv, err := NewServer(ServerConfig{Service: noPeerService{}, Self: self, Raft: recv})
 	if err != nil {
@@ -287,7 +294,7 @@ func TestRaftDrain(t *testing.T) {
 	pki := newRaftPKI(t)
 	rec := newRaftRecorder()
 	addr, srv, gs := startRaftPeer(t, "b", rec, pki.peer(t, "b"))
-	s, _ := newTestRaftSender(t, "a", pki.peer(t, "a"), RaftSenderConfig{})
+	s, _ := newTestRaftSender(t, "a", dialCreds(pki.peer(t, "a")), RaftSenderConfig{})
 	s.Send("b", addr, [][]byte{[]byte("m1")})
 	waitFor(t, "m1 stepped", func() bool { return len(rec.from("a")) == 1 })
 	srv.Drain()
@@ -305,17 +312,17 @@ func TestRaftDrain(t *testing.T) {
 	}
 }
 
-// newTestRaftSender is a RaftSender of the node self, dialing with src,
-// closed at the test's end (before its PeerClient), and its metrics'
-// registry.
-func newTestRaftSender(t *testing.T, self string, src *tlsconfig.Source, cfg RaftSenderConfig) (*RaftSender, *prometheus.Registry) {
+// newTestRaftSender is a RaftSender of the node self, dialing with dial
+// (its credentials), closed at the test's end (before its PeerClient), and
+// its metrics' registry.
+func newTestRaftSender(t *testing.T, self string, dial grpc.DialOption, cfg RaftSenderConfig) (*RaftSender, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	pm, err := NewPeerMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Peers = newTestPeerClient(t, PeerClientConfig{Self: self, Metrics: pm, DialOptions: []grpc.DialOption{dialCreds(src)}})
+	cfg.Peers = newTestPeerClient(t, PeerClientConfig{Self: self, Metrics: pm, DialOptions: []grpc.DialOption{dial}})
 	s, err := NewRaftSender(cfg)
 	if err != nil {
 		t.Fatal(err)
