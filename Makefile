@@ -57,7 +57,7 @@ nginx:
 # FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
 FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzRLSJSON api:FuzzUIQuery \
 	policy:FuzzParse rls:FuzzParse rls/xds:FuzzConvert \
-	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults \
+	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults transport:FuzzRaftRequest \
 	cluster:FuzzDecodeMeta cluster:FuzzDecodeProbe cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP \
 	internal/clustersecret:FuzzParse
 FUZZ_PKGS      := $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))

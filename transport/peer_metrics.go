@@ -19,8 +19,10 @@ type PeerMetrics struct {
 	served        *prometheus.HistogramVec // server side, by Server
 	circuitOpen   *prometheus.GaugeVec     // by peer name
 	circuitOpened prometheus.Counter
+	raftSentC     prometheus.Counter
+	raftDroppedC  [numRaftDrops]prometheus.Counter // by raftDropReasons
 
-	checkRPCs, forwardedItems atomic.Uint64
+	checkRPCs, forwardedItems, raftSent, raftDropped atomic.Uint64
 }
 
 // PeerStats is a snapshot of PeerMetrics.
@@ -30,6 +32,10 @@ type PeerStats struct {
 	// ForwardedItems is the number of items sent in Check RPCs;
 	// ForwardedItems/CheckRPCs is the mean batch size.
 	ForwardedItems uint64
+	// RaftSent is the number of Raft messages a RaftSender sent (handed
+	// to their peer's stream), RaftDropped the number it dropped, for
+	// any reason.
+	RaftSent, RaftDropped uint64
 }
 
 // NewPeerMetrics registers the peer client metrics on reg; a nil reg keeps
@@ -49,6 +55,14 @@ type PeerStats struct {
 //	sluice_peer_circuit_opened_total      times a closed circuit opened (a
 //	                                      failed probe reopening it is not
 //	                                      counted)
+//	sluice_peer_raft_messages_sent_total  Raft messages sent (RaftSender)
+//	sluice_peer_raft_dropped_total{reason}  Raft messages dropped, by reason:
+//	                                      queue_full (the peer's queue was
+//	                                      full), unreachable (the peer
+//	                                      could not be reached or its stream
+//	                                      failed), invalid (empty or over
+//	                                      MaxRaftMessageBytes), closed (sent
+//	                                      after Close); Raft retransmits
 func NewPeerMetrics(reg prometheus.Registerer) (*PeerMetrics, error) {
 	rpcs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Name: "peer_rpcs_total",
@@ -86,12 +100,24 @@ func NewPeerMetrics(reg prometheus.Registerer) (*PeerMetrics, error) {
 			Help: "Times the circuit breaker of a peer opened after consecutive failed RPCs.",
 		}),
 	}
+	m.raftSentC = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "peer_raft_messages_sent_total",
+		Help: "Raft messages sent to other nodes.",
+	})
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "peer_raft_dropped_total",
+		Help: "Raft messages dropped before reaching their peer, by reason (Raft retransmits).",
+	}, []string{"reason"})
 	for i, method := range peerMethods {
 		m.rpcs[i] = rpcs.WithLabelValues(method)
 		m.errs[i] = errs.WithLabelValues(method)
 	}
+	for i, reason := range raftDropReasons {
+		m.raftDroppedC[i] = dropped.WithLabelValues(reason)
+	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{rpcs, errs, m.items, m.batch, m.refusedC, m.served, m.circuitOpen, m.circuitOpened} {
+		for _, c := range []prometheus.Collector{rpcs, errs, m.items, m.batch, m.refusedC, m.served, m.circuitOpen, m.circuitOpened,
+			m.raftSentC, dropped} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -105,7 +131,8 @@ func (m *PeerMetrics) Snapshot() PeerStats {
 	if m == nil {
 		return PeerStats{}
 	}
-	return PeerStats{CheckRPCs: m.checkRPCs.Load(), ForwardedItems: m.forwardedItems.Load()}
+	return PeerStats{CheckRPCs: m.checkRPCs.Load(), ForwardedItems: m.forwardedItems.Load(),
+		RaftSent: m.raftSent.Load(), RaftDropped: m.raftDropped.Load()}
 }
 
 func (m *PeerMetrics) peerServedObserver(method string) prometheus.Observer {
@@ -148,6 +175,31 @@ func (m *PeerMetrics) forgetPeer(name string) {
 func (m *PeerMetrics) refused(n int32) {
 	if m != nil && n > 0 {
 		m.refusedC.Add(float64(n))
+	}
+}
+
+// The reasons a RaftSender drops a message, indexing raftDroppedC.
+const (
+	raftDropQueueFull = iota
+	raftDropUnreachable
+	raftDropInvalid
+	raftDropClosed
+	numRaftDrops
+)
+
+var raftDropReasons = [numRaftDrops]string{"queue_full", "unreachable", "invalid", "closed"}
+
+func (m *PeerMetrics) raftSentN(n int) {
+	if m != nil && n > 0 {
+		m.raftSentC.Add(float64(n))
+		m.raftSent.Add(uint64(n))
+	}
+}
+
+func (m *PeerMetrics) raftDrop(reason, n int) {
+	if m != nil && n > 0 {
+		m.raftDroppedC[reason].Add(float64(n))
+		m.raftDropped.Add(uint64(n))
 	}
 }
 

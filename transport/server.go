@@ -73,6 +73,9 @@ type ServerConfig struct {
 	// and run them on the listener's pool; the gRPC server's options that
 	// enforce the rest are Limits.ServerOptions, the node's to install.
 	Limits *wire.Limits
+	// Raft takes the Raft messages peers send over Peer.Raft (see
+	// RaftReceiver); nil answers Peer.Raft with Unimplemented.
+	Raft RaftReceiver
 }
 
 // Server serves the node-to-node service sluice.v1.Peer. It is registered
@@ -102,7 +105,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("%w: ServerConfig.Self: must not be empty", ErrInvalidConfig)
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
-	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx, recovery: cfg.Recovery, limits: cfg.Limits}
+	ps := &peerServer{svc: cfg.Service, name: cfg.Self, drain: drainCtx, recovery: cfg.Recovery, limits: cfg.Limits,
+		raft: cfg.Raft}
 	for i, method := range peerMethods {
 		ps.obs[i] = cfg.Metrics.peerServedObserver(method)
 	}
@@ -112,8 +116,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // Register registers sluice.v1.Peer on r. Call it before r serves.
 func (s *Server) Register(r grpc.ServiceRegistrar) { sluicev1.RegisterPeerServer(r, s.ps) }
 
-// Drain asks every peer with an open Peer.CheckStream, and every peer
-// that opens one later, to close it; the calls it sent are still
+// Drain asks every peer with an open Peer.CheckStream or Peer.Raft
+// stream, and every peer that opens one later, to close it; the calls it sent are still
 // answered. Call it before the gRPC server's GracefulStop, which waits for
 // streams to end.
 func (s *Server) Drain() { s.drain() }
@@ -125,10 +129,11 @@ const (
 	peerRelease
 	peerFetch
 	peerHandoff
+	peerRaft
 	numPeerMethods
 )
 
-var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff"}
+var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft"}
 
 // peerServer implements sluicev1.PeerServer over a PeerService.
 type peerServer struct {
@@ -141,6 +146,7 @@ type peerServer struct {
 	drain    context.Context
 	recovery *wire.Recovery
 	limits   *wire.Limits // nil: none
+	raft     RaftReceiver // nil: none
 }
 
 func (s *peerServer) observe(method int, start time.Time) {

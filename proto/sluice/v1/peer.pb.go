@@ -1352,6 +1352,108 @@ func (x *HandoffResponse) GetRefused() int32 {
 	return 0
 }
 
+// RaftRequest is one batch of Raft messages for the callee.
+type RaftRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sending node's name.
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// Each a raftpb.Message in its protobuf encoding, opaque to the
+	// transport; stepped in order. At least one, at most 512, each at most
+	// 1 MiB.
+	Messages      [][]byte `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftRequest) Reset() {
+	*x = RaftRequest{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftRequest) ProtoMessage() {}
+
+func (x *RaftRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftRequest.ProtoReflect.Descriptor instead.
+func (*RaftRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RaftRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *RaftRequest) GetMessages() [][]byte {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+type RaftResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node is shutting down: close the stream and send nothing more on it.
+	Drain         bool `protobuf:"varint,1,opt,name=drain,proto3" json:"drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftResponse) Reset() {
+	*x = RaftResponse{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftResponse) ProtoMessage() {}
+
+func (x *RaftResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftResponse.ProtoReflect.Descriptor instead.
+func (*RaftResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RaftResponse) GetDrain() bool {
+	if x != nil {
+		return x.Drain
+	}
+	return false
+}
+
 var File_sluice_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_peer_proto_rawDesc = "" +
@@ -1462,14 +1564,20 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x0fdone_partitions\x18\x03 \x03(\x05R\x0edonePartitions\x12\x18\n" +
 	"\areplica\x18\x04 \x01(\bR\areplica\"+\n" +
 	"\x0fHandoffResponse\x12\x18\n" +
-	"\arefused\x18\x01 \x01(\x05R\arefused2\xb6\x03\n" +
+	"\arefused\x18\x01 \x01(\x05R\arefused\"=\n" +
+	"\vRaftRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x1a\n" +
+	"\bmessages\x18\x02 \x03(\fR\bmessages\"$\n" +
+	"\fRaftResponse\x12\x14\n" +
+	"\x05drain\x18\x01 \x01(\bR\x05drain2\xf3\x03\n" +
 	"\x04Peer\x12B\n" +
 	"\x05Check\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponse\x12X\n" +
 	"\vCheckStream\x12!.sluice.v1.PeerCheckStreamRequest\x1a\".sluice.v1.PeerCheckStreamResponse(\x010\x01\x12H\n" +
 	"\aAcquire\x12\x1d.sluice.v1.PeerAcquireRequest\x1a\x1e.sluice.v1.PeerAcquireResponse\x12H\n" +
 	"\aRelease\x12\x1d.sluice.v1.PeerReleaseRequest\x1a\x1e.sluice.v1.PeerReleaseResponse\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12@\n" +
-	"\aHandoff\x12\x19.sluice.v1.HandoffRequest\x1a\x1a.sluice.v1.HandoffResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\aHandoff\x12\x19.sluice.v1.HandoffRequest\x1a\x1a.sluice.v1.HandoffResponse\x12;\n" +
+	"\x04Raft\x12\x16.sluice.v1.RaftRequest\x1a\x17.sluice.v1.RaftResponse(\x010\x01B6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_peer_proto_rawDescOnce sync.Once
@@ -1483,7 +1591,7 @@ func file_sluice_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_peer_proto_rawDescData
 }
 
-var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sluice_v1_peer_proto_goTypes = []any{
 	(*PeerLimit)(nil),               // 0: sluice.v1.PeerLimit
 	(*PeerItem)(nil),                // 1: sluice.v1.PeerItem
@@ -1502,10 +1610,12 @@ var file_sluice_v1_peer_proto_goTypes = []any{
 	(*OwnerHint)(nil),               // 14: sluice.v1.OwnerHint
 	(*HandoffRequest)(nil),          // 15: sluice.v1.HandoffRequest
 	(*HandoffResponse)(nil),         // 16: sluice.v1.HandoffResponse
-	(Algorithm)(0),                  // 17: sluice.v1.Algorithm
+	(*RaftRequest)(nil),             // 17: sluice.v1.RaftRequest
+	(*RaftResponse)(nil),            // 18: sluice.v1.RaftResponse
+	(Algorithm)(0),                  // 19: sluice.v1.Algorithm
 }
 var file_sluice_v1_peer_proto_depIdxs = []int32{
-	17, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
+	19, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
 	0,  // 1: sluice.v1.PeerItem.limit:type_name -> sluice.v1.PeerLimit
 	1,  // 2: sluice.v1.PeerCheckRequest.items:type_name -> sluice.v1.PeerItem
 	2,  // 3: sluice.v1.PeerCheckResponse.results:type_name -> sluice.v1.PeerResult
@@ -1515,7 +1625,7 @@ var file_sluice_v1_peer_proto_depIdxs = []int32{
 	2,  // 7: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
 	1,  // 8: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
 	2,  // 9: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
-	17, // 10: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
+	19, // 10: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
 	11, // 11: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
 	14, // 12: sluice.v1.FetchResponse.owners:type_name -> sluice.v1.OwnerHint
 	11, // 13: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
@@ -1525,14 +1635,16 @@ var file_sluice_v1_peer_proto_depIdxs = []int32{
 	9,  // 17: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
 	12, // 18: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
 	15, // 19: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
-	4,  // 20: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
-	6,  // 21: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
-	8,  // 22: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
-	10, // 23: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
-	13, // 24: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
-	16, // 25: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
+	17, // 20: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
+	4,  // 21: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
+	6,  // 22: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
+	8,  // 23: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
+	10, // 24: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
+	13, // 25: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
+	16, // 26: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
+	18, // 27: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1550,7 +1662,7 @@ func file_sluice_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_peer_proto_rawDesc), len(file_sluice_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

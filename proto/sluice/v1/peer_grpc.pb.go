@@ -28,6 +28,7 @@ const (
 	Peer_Release_FullMethodName     = "/sluice.v1.Peer/Release"
 	Peer_Fetch_FullMethodName       = "/sluice.v1.Peer/Fetch"
 	Peer_Handoff_FullMethodName     = "/sluice.v1.Peer/Handoff"
+	Peer_Raft_FullMethodName        = "/sluice.v1.Peer/Raft"
 )
 
 // PeerClient is the client API for Peer service.
@@ -56,6 +57,15 @@ type PeerClient interface {
 	// replica set, copies of its keys' states from their owner to one of
 	// their heirs, which keeps them apart (the owner's keys replicated).
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffResponse, error)
+	// Raft carries the messages of the cluster's Raft group (the ring's log
+	// of epochs) from the caller to this node, in order, on one long-lived
+	// stream per ordered pair of nodes. The callee answers nothing but
+	// drain; an error ends the stream with its status (PERMISSION_DENIED for
+	// a caller the group refuses, INVALID_ARGUMENT naming the field of a bad
+	// request, UNIMPLEMENTED from a node that runs no Raft group). On
+	// shutdown the node sends drain, steps what it received, and ends the
+	// stream when the caller has closed its side.
+	Raft(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftRequest, RaftResponse], error)
 }
 
 type peerClient struct {
@@ -129,6 +139,19 @@ func (c *peerClient) Handoff(ctx context.Context, in *HandoffRequest, opts ...gr
 	return out, nil
 }
 
+func (c *peerClient) Raft(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftRequest, RaftResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[1], Peer_Raft_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RaftRequest, RaftResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_RaftClient = grpc.BidiStreamingClient[RaftRequest, RaftResponse]
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -155,6 +178,15 @@ type PeerServer interface {
 	// replica set, copies of its keys' states from their owner to one of
 	// their heirs, which keeps them apart (the owner's keys replicated).
 	Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error)
+	// Raft carries the messages of the cluster's Raft group (the ring's log
+	// of epochs) from the caller to this node, in order, on one long-lived
+	// stream per ordered pair of nodes. The callee answers nothing but
+	// drain; an error ends the stream with its status (PERMISSION_DENIED for
+	// a caller the group refuses, INVALID_ARGUMENT naming the field of a bad
+	// request, UNIMPLEMENTED from a node that runs no Raft group). On
+	// shutdown the node sends drain, steps what it received, and ends the
+	// stream when the caller has closed its side.
+	Raft(grpc.BidiStreamingServer[RaftRequest, RaftResponse]) error
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -182,6 +214,9 @@ func (UnimplementedPeerServer) Fetch(context.Context, *FetchRequest) (*FetchResp
 }
 func (UnimplementedPeerServer) Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Handoff not implemented")
+}
+func (UnimplementedPeerServer) Raft(grpc.BidiStreamingServer[RaftRequest, RaftResponse]) error {
+	return status.Error(codes.Unimplemented, "method Raft not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -301,6 +336,13 @@ func _Peer_Handoff_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Raft_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).Raft(&grpc.GenericServerStream[RaftRequest, RaftResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_RaftServer = grpc.BidiStreamingServer[RaftRequest, RaftResponse]
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -333,6 +375,12 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "CheckStream",
 			Handler:       _Peer_CheckStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Raft",
+			Handler:       _Peer_Raft_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
