@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +27,13 @@ import (
 )
 
 // TestFloodMeasure is the issue's measurement, against a real `sluice
-// serve` with mTLS (SLUICE_FLOOD_BIN picks another binary, e.g. main's):
+// serve` with mTLS (SLUICE_FLOOD_BIN picks another binary, e.g. main's;
+// SLUICE_FLOOD_STREAMS another number of flooding streams, 0 for the
+// other client's latency on this machine without a flood;
+// SLUICE_FLOOD_ELSEWHERE=1 floods a second node, to tell the test
+// process's own share of the other client's latency;
+// SLUICE_FLOOD_OTHER_PROC=1 also runs the other client as a process of its
+// own, `sluice bench` at 100 checks/s open loop, and logs its summary):
 // one client connection with 100 CheckStream streams sending without
 // reading for 10 s, while another client checks one key at a time. It
 // reports the node's peak goroutines and RSS and the other client's p99
@@ -43,7 +50,11 @@ func TestFloodMeasure(t *testing.T) {
 	pair := ca.Client(t, "flood")
 	cfg := testcerts.ClientConfig(t, ca.PEM, &pair)
 
-	cc, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
+	target := s.grpc
+	if os.Getenv("SLUICE_FLOOD_ELSEWHERE") == "1" {
+		target = startServer(t, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-client-ca-file", caFile, "--memory-limit", "900MiB").grpc
+	}
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
 		grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +62,15 @@ func TestFloodMeasure(t *testing.T) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	streams := 100
+	if v := os.Getenv("SLUICE_FLOOD_STREAMS"); v != "" {
+		if streams, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("SLUICE_FLOOD_STREAMS: %v", err)
+		}
+	}
 	var sent atomic.Int64
 	var wg sync.WaitGroup
-	for i := range 100 {
+	for i := range streams {
 		st, err := sluicev1.NewRateLimiterClient(cc).CheckStream(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -73,6 +90,18 @@ func TestFloodMeasure(t *testing.T) {
 				sent.Add(1)
 			}
 		}()
+	}
+	var benchOut []byte
+	benchDone := make(chan struct{})
+	if os.Getenv("SLUICE_FLOOD_OTHER_PROC") == "1" {
+		bc, bk := testcerts.WritePair(t, dir, "bench", pair)
+		go func() {
+			defer close(benchDone)
+			benchOut, _ = exec.Command(sluiceBin, "bench", "--addr", s.grpc, "--rate", "100", "--workers", "1", "--keys", "1",
+				"--limit", "1000000", "--duration", "9s", "--json", "--tls-ca-file", caFile, "--tls-cert-file", bc, "--tls-key-file", bk).CombinedOutput()
+		}()
+	} else {
+		close(benchDone)
 	}
 	other, err := client.New(client.Config{Addrs: []string{s.grpc}, Timeout: 5 * time.Second, DisableRouting: true, TLS: cfg})
 	if err != nil {
@@ -116,6 +145,10 @@ func TestFloodMeasure(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // the other client's pace: 100 checks/s at most
 	}
 	<-sampled
+	<-benchDone
+	if benchOut != nil {
+		t.Logf("other client as its own process (sluice bench): %s", benchOut)
+	}
 	rss := vmHWM(s.cmd.Process.Pid)
 	slices.Sort(lat)
 	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
