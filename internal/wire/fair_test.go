@@ -13,7 +13,7 @@ import (
 
 // connGates returns the gates of n connections through l's Listener, as a
 // gRPC server would find them.
-func connGates(t *testing.T, l *Limits, n int) []*Gate {
+func connGates(t testing.TB, l *Limits, n int) []*Gate {
 	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -143,5 +143,29 @@ func TestFlowStallReleases(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return started.Load() == n })
 	close(release)
+	wg.Wait()
+}
+
+// The cost of running a message on the pool through its connection's gate
+// (go test -run '^$' -bench Gate -benchmem ./internal/wire/).
+func BenchmarkGateGo(b *testing.B) {
+	l, err := NewLimits(LimitsConfig{MaxInflightPerConn: 1 << 20, MaxInflight: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	g := connGates(b, l, 1)[0]
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := g.Enter(); err != nil {
+				b.Error(err)
+				return
+			}
+			wg.Add(1)
+			g.Go(func() { g.Leave(); wg.Done() })
+		}
+	})
 	wg.Wait()
 }
