@@ -33,7 +33,8 @@ import (
 // SLUICE_FLOOD_ELSEWHERE=1 floods a second node, to tell the test
 // process's own share of the other client's latency;
 // SLUICE_FLOOD_OTHER_PROC=1 also runs the other client as a process of its
-// own, `sluice bench` at 100 checks/s open loop, and logs its summary):
+// own, `sluice bench` at 100 checks/s open loop, and logs its summary;
+// SLUICE_FLOOD_WARM=1 connects the other client before the flood):
 // one client connection with 100 CheckStream streams sending without
 // reading for 10 s, while another client checks one key at a time. It
 // reports the node's peak goroutines and RSS and the other client's p99
@@ -68,6 +69,17 @@ func TestFloodMeasure(t *testing.T) {
 			t.Fatalf("SLUICE_FLOOD_STREAMS: %v", err)
 		}
 	}
+	other, err := client.New(client.Config{Addrs: []string{s.grpc}, Timeout: 5 * time.Second, DisableRouting: true, TLS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if os.Getenv("SLUICE_FLOOD_WARM") == "1" { // connected before the flood
+		if _, err := other.Check(ctx, client.Item{Key: "other", Limit: client.Limit{Limit: 1_000_000, Period: time.Hour}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cpu0, self0 := cpuTime(s.cmd.Process.Pid), cpuTime(os.Getpid())
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	for i := range streams {
@@ -103,11 +115,6 @@ func TestFloodMeasure(t *testing.T) {
 	} else {
 		close(benchDone)
 	}
-	other, err := client.New(client.Config{Addrs: []string{s.grpc}, Timeout: 5 * time.Second, DisableRouting: true, TLS: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
 	var lat []time.Duration
 	errs := 0
 	peakG := 0
@@ -150,10 +157,11 @@ func TestFloodMeasure(t *testing.T) {
 		t.Logf("other client as its own process (sluice bench): %s", benchOut)
 	}
 	rss := vmHWM(s.cmd.Process.Pid)
+	cpu, self := cpuTime(s.cmd.Process.Pid)-cpu0, cpuTime(os.Getpid())-self0
 	slices.Sort(lat)
 	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
-	t.Logf("flood: %d messages sent in 10 s; node: peak goroutines %d, peak RSS %d MiB; other client: %d checks, %d errors, p50 %s p99 %s max %s",
-		sent.Load(), peakG, rss>>20, len(lat), errs, p(0.5), p(0.99), lat[len(lat)-1])
+	t.Logf("flood: %d messages sent in 10 s, test process CPU %s; node: CPU %s, peak goroutines %d, peak RSS %d MiB; other client: %d checks, %d errors, p50 %s p99 %s max %s",
+		sent.Load(), self, cpu, peakG, rss>>20, len(lat), errs, p(0.5), p(0.99), lat[len(lat)-1])
 	cc.Close()
 	wg.Wait()
 }
@@ -188,4 +196,21 @@ func vmHWM(pid int) int64 {
 		}
 	}
 	return -1
+}
+
+// cpuTime is the CPU time pid has used (user and system), at clock ticks
+// of 10 ms.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	_, after, _ := strings.Cut(string(b), ") ") // the command may hold spaces
+	f := strings.Fields(after)
+	if len(f) < 13 {
+		return -1
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
