@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,7 +22,15 @@ const (
 	DefaultMaxStreamsPerConn  = 128
 	DefaultMaxInflightPerConn = 1024
 	DefaultMaxInflight        = 4096
+	// DefaultStallAfter is LimitsConfig.StallAfter's default.
+	DefaultStallAfter = 10 * time.Millisecond
 )
+
+// DefaultMaxRunningPerConn is LimitsConfig.MaxRunningPerConn's default:
+// 4 per GOMAXPROCS, at least 16 (more than Sluice's clients keep in
+// flight on a connection: client.Config.MaxInflight 2 a stream,
+// transport.PeerClientConfig.MaxInflight 4).
+func DefaultMaxRunningPerConn() int { return max(16, 4*runtime.GOMAXPROCS(0)) }
 
 // The reasons a message or a connection is refused, as counted.
 const (
@@ -52,6 +62,17 @@ type LimitsConfig struct {
 	// MaxInflight bounds them over the whole listener, and is the size of
 	// its work pool.
 	MaxInflight int
+	// MaxRunningPerConn bounds the admitted messages of one connection
+	// being decided at once on the pool; the rest of its budget waits in
+	// the connection's own queue (see flow), so a flooding connection
+	// holds at most this many of the node's runnable goroutines. 0 means
+	// DefaultMaxRunningPerConn().
+	MaxRunningPerConn int
+	// StallAfter: when none of a connection's running messages has
+	// finished for this long while others are queued (they wait on the
+	// network rather than compute), they stop counting against
+	// MaxRunningPerConn. 0 means DefaultStallAfter.
+	StallAfter time.Duration
 	// Shed, if not nil, refuses new work (RESOURCE_EXHAUSTED) while the
 	// process's memory is above its threshold.
 	Shed *Shedder
@@ -67,7 +88,14 @@ type Limits struct {
 	pool     *Workers
 	inflight atomic.Int64
 	conns    atomic.Int64
-	byAddr   sync.Map // the remote net.Addr of an open connection -> *atomic.Int64, its messages in flight
+	byAddr   sync.Map // the remote net.Addr of an open connection -> *connState
+}
+
+// connState is what Limits keep of one open connection: its messages in
+// flight (admitted by Enter, until Leave) and its flow on the pool.
+type connState struct {
+	inflight atomic.Int64
+	flow     *flow
 }
 
 // NewLimits checks cfg and builds its Limits.
@@ -81,6 +109,7 @@ func NewLimits(cfg LimitsConfig) (*Limits, error) {
 		{"MaxStreamsPerConn", &cfg.MaxStreamsPerConn, DefaultMaxStreamsPerConn},
 		{"MaxInflightPerConn", &cfg.MaxInflightPerConn, DefaultMaxInflightPerConn},
 		{"MaxInflight", &cfg.MaxInflight, DefaultMaxInflight},
+		{"MaxRunningPerConn", &cfg.MaxRunningPerConn, DefaultMaxRunningPerConn()},
 	} {
 		if *f.v < 0 {
 			return nil, fmt.Errorf("%w: %s: must be >= 0 (0: %d), got %d", ErrLimits, f.name, f.def, *f.v)
@@ -88,6 +117,12 @@ func NewLimits(cfg LimitsConfig) (*Limits, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	switch {
+	case cfg.StallAfter < 0:
+		return nil, fmt.Errorf("%w: StallAfter: must be >= 0 (0: %s), got %s", ErrLimits, DefaultStallAfter, cfg.StallAfter)
+	case cfg.StallAfter == 0:
+		cfg.StallAfter = DefaultStallAfter
 	}
 	return &Limits{cfg: cfg, pool: NewWorkers(cfg.MaxInflight)}, nil
 }
@@ -124,7 +159,7 @@ func (l *Limits) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h 
 // admits everything.
 type Gate struct {
 	l    *Limits
-	conn *atomic.Int64 // nil: a connection that did not come through Listener
+	conn *connState // nil: a connection that did not come through Listener
 }
 
 // Gate returns the gate of the connection of ctx (a gRPC server context).
@@ -132,7 +167,7 @@ func (l *Limits) Gate(ctx context.Context) *Gate {
 	g := &Gate{l: l}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		if c, ok := l.byAddr.Load(p.Addr); ok {
-			g.conn = c.(*atomic.Int64)
+			g.conn = c.(*connState)
 		}
 	}
 	return g
@@ -149,15 +184,15 @@ func (g *Gate) Enter() error {
 		l.refused(RefusedMemory)
 		return status.Error(codes.ResourceExhausted, "node memory above its shedding threshold; retry later")
 	}
-	if g.conn != nil && g.conn.Add(1) > int64(l.cfg.MaxInflightPerConn) {
-		g.conn.Add(-1)
+	if g.conn != nil && g.conn.inflight.Add(1) > int64(l.cfg.MaxInflightPerConn) {
+		g.conn.inflight.Add(-1)
 		l.refused(RefusedConn)
 		return status.Errorf(codes.ResourceExhausted, "more than %d messages in flight on this connection", l.cfg.MaxInflightPerConn)
 	}
 	if l.inflight.Add(1) > int64(l.cfg.MaxInflight) {
 		l.inflight.Add(-1)
 		if g.conn != nil {
-			g.conn.Add(-1)
+			g.conn.inflight.Add(-1)
 		}
 		l.refused(RefusedNode)
 		return status.Errorf(codes.ResourceExhausted, "more than %d messages in flight on this node", l.cfg.MaxInflight)
@@ -172,14 +207,22 @@ func (g *Gate) Leave() {
 	}
 	g.l.inflight.Add(-1)
 	if g.conn != nil {
-		g.conn.Add(-1)
+		g.conn.inflight.Add(-1)
 	}
 }
 
-// Go runs fn on the listener's pool; a message admitted by Enter always
-// finds a worker, as the pool is as large as the listener's budget.
+// Go runs fn on the listener's pool, in its connection's flow: at once
+// while fewer than MaxRunningPerConn of the connection's messages run,
+// else after those queued before it on the same connection. A message
+// admitted by Enter always finds a worker, as the pool is as large as the
+// listener's budget.
 func (g *Gate) Go(fn func()) {
-	if g == nil || !g.l.pool.Go(fn) {
+	switch {
+	case g == nil:
+		go fn()
+	case g.conn != nil:
+		g.conn.flow.submit(fn)
+	case !g.l.pool.Go(fn):
 		go fn()
 	}
 }
@@ -207,7 +250,7 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 			continue
 		}
 		lc := &limitConn{Conn: c, l: l, addr: c.RemoteAddr()}
-		l.byAddr.Store(lc.addr, new(atomic.Int64))
+		l.byAddr.Store(lc.addr, &connState{flow: newFlow(l.pool, l.cfg.MaxRunningPerConn, l.cfg.StallAfter)})
 		return lc, nil
 	}
 }

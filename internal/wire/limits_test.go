@@ -21,6 +21,8 @@ func TestNewLimitsBadInput(t *testing.T) {
 		"MaxStreamsPerConn":  {MaxStreamsPerConn: -1},
 		"MaxInflightPerConn": {MaxInflightPerConn: -1},
 		"MaxInflight":        {MaxInflight: -1},
+		"MaxRunningPerConn":  {MaxRunningPerConn: -1},
+		"StallAfter":         {StallAfter: -time.Millisecond},
 	} {
 		if _, err := NewLimits(cfg); !errors.Is(err, ErrLimits) || !strings.Contains(err.Error(), field+":") {
 			t.Errorf("%s: %v, want ErrLimits naming it", field, err)
@@ -113,8 +115,8 @@ func TestGateBudgets(t *testing.T) {
 	}
 	defer l.Close()
 	a, b := &net.TCPAddr{Port: 1}, &net.TCPAddr{Port: 2}
-	l.byAddr.Store(net.Addr(a), new(atomic.Int64))
-	l.byAddr.Store(net.Addr(b), new(atomic.Int64))
+	l.byAddr.Store(net.Addr(a), &connState{flow: newFlow(l.pool, 1, time.Hour)})
+	l.byAddr.Store(net.Addr(b), &connState{flow: newFlow(l.pool, 1, time.Hour)})
 	ga := l.Gate(peer.NewContext(context.Background(), &peer.Peer{Addr: a}))
 	gb := l.Gate(peer.NewContext(context.Background(), &peer.Peer{Addr: b}))
 	for range 2 {
