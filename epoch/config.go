@@ -66,11 +66,6 @@ type Config struct {
 	// them founds the group. 1, the default, is a node with no join list: a
 	// group of one at once.
 	BootstrapExpect int
-	// StaleAfter is how long a node of a group that holds no lease, while
-	// another node of its group advertises a later epoch, waits before it
-	// takes itself for removed, drops its Raft state and rejoins as a new
-	// peer. Default 10 election timeouts.
-	StaleAfter time.Duration
 	// Inbox bounds the messages Step queues for Run; beyond it Step drops
 	// (Raft retries). Default 4096.
 	Inbox int
@@ -154,9 +149,6 @@ func (c Config) withDefaults() Config {
 	if c.BootstrapExpect == 0 {
 		c.BootstrapExpect = 1
 	}
-	if c.StaleAfter == 0 {
-		c.StaleAfter = 10 * c.ElectionTimeout()
-	}
 	if c.Inbox == 0 {
 		c.Inbox = DefaultInbox
 	}
@@ -206,9 +198,6 @@ func (c Config) validate() error {
 	}
 	if c.BootstrapExpect < 1 {
 		bad("BootstrapExpect", "is %d, must be at least 1", c.BootstrapExpect)
-	}
-	if c.StaleAfter < 0 {
-		bad("StaleAfter", "is %v, must be positive", c.StaleAfter)
 	}
 	if c.Inbox < 0 {
 		bad("Inbox", "is %d, must be positive", c.Inbox)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -49,7 +50,6 @@ type machine struct {
 	// The gossip view, sorted by name.
 	view        []Peer
 	hasView     bool
-	staleSince  time.Time
 	leaderSince time.Time // when this node last became leader
 
 	// The lease.
@@ -59,7 +59,7 @@ type machine struct {
 	hbTicks int
 
 	// Output.
-	outbox []*raftpb.Message
+	outbox []Message // To unset: the caller resolves Raft.To
 	epochs []applied
 }
 
@@ -109,7 +109,7 @@ func (m *machine) reset() error {
 	}
 	m.rn, m.appliedAt, m.resetDue = rn, 0, false
 	m.group, m.number, m.members, m.cs, m.last = 0, 0, map[string]member{}, &raftpb.ConfState{}, Epoch{}
-	m.staleSince, m.leaderSince, m.lease, m.rounds, m.round, m.hbTicks = time.Time{}, time.Time{}, time.Time{}, map[uint64]time.Time{}, 0, 0
+	m.leaderSince, m.lease, m.rounds, m.round, m.hbTicks = time.Time{}, time.Time{}, map[uint64]time.Time{}, 0, 0
 	return nil
 }
 
@@ -140,18 +140,16 @@ func (m *machine) tick(now time.Time) {
 	} else if len(m.rounds) > 0 {
 		clear(m.rounds)
 	}
-	m.checkStale()
 	m.settle()
 }
 
-func (m *machine) step(now time.Time, msg *raftpb.Message) {
+func (m *machine) step(now time.Time, group uint64, msg *raftpb.Message) {
 	m.now = now
 	if msg.GetTo() != m.id {
 		return // for an earlier incarnation of this node
 	}
-	if m.group != 0 && !slices.Contains(m.cs.GetVoters(), msg.GetFrom()) && !slices.Contains(m.cs.GetLearners(), msg.GetFrom()) &&
-		!slices.Contains(m.cs.GetVotersOutgoing(), msg.GetFrom()) {
-		return // from another group, or one this node has not yet applied the addition of
+	if group != 0 && m.group != 0 && group != m.group {
+		return // from another group: no log mixes two
 	}
 	if err := m.rn.Step(msg); err != nil {
 		return
@@ -172,7 +170,6 @@ func (m *machine) setView(now time.Time, view []Peer) {
 	slices.SortFunc(m.view, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
 	m.hasView = true
 	m.joinOrMerge()
-	m.checkStale()
 	m.settle()
 }
 
@@ -208,7 +205,12 @@ func (m *machine) drain() {
 			_ = m.store.SetHardState(rd.HardState)
 		}
 		_ = m.store.Append(rd.Entries) // MemoryStorage fails only on a gap, which Raft never hands it
-		m.outbox = append(m.outbox, rd.Messages...)
+		removed := m.pendingRemovals()
+		for _, msg := range rd.Messages {
+			if t := msg.GetType(); !removed[msg.GetTo()] || t != raftpb.MsgApp && t != raftpb.MsgHeartbeat && t != raftpb.MsgSnap {
+				m.outbox = append(m.outbox, Message{Group: m.group, Raft: msg})
+			}
+		}
 		for _, e := range rd.CommittedEntries {
 			m.apply(e)
 		}
@@ -220,6 +222,47 @@ func (m *machine) drain() {
 			return
 		}
 	}
+}
+
+// pendingRemovals lists the peers that entries of the log not yet
+// applied remove. No message that renews a lease (append, heartbeat,
+// snapshot) goes to them: a removed node renews its lease from no leader
+// that may know of its removal (a new leader holds every committed entry,
+// applied or not).
+func (m *machine) pendingRemovals() map[uint64]bool {
+	li, _ := m.store.LastIndex()
+	if li <= m.appliedAt {
+		return nil
+	}
+	ents, err := m.store.Entries(m.appliedAt+1, li+1, math.MaxUint64)
+	if err != nil {
+		return nil
+	}
+	var out map[uint64]bool
+	for _, e := range ents {
+		var changes []*raftpb.ConfChangeSingle
+		switch e.GetType() {
+		case raftpb.EntryConfChange:
+			c := &raftpb.ConfChange{}
+			if proto.Unmarshal(e.GetData(), c) == nil {
+				changes = c.AsV2().GetChanges()
+			}
+		case raftpb.EntryConfChangeV2:
+			c := &raftpb.ConfChangeV2{}
+			if proto.Unmarshal(e.GetData(), c) == nil {
+				changes = c.GetChanges()
+			}
+		}
+		for _, c := range changes {
+			if c.GetType() == raftpb.ConfChangeRemoveNode {
+				if out == nil {
+					out = map[uint64]bool{}
+				}
+				out[c.GetNodeId()] = true
+			}
+		}
+	}
+	return out
 }
 
 // apply applies one committed entry: a conf change, with the ring change
@@ -272,9 +315,6 @@ func (m *machine) applyRecord(rec record) {
 		m.members[rec.Name] = member{Addr: rec.Addr, RaftID: rec.RaftID}
 	case Leave, Dead:
 		delete(m.members, rec.Name)
-		if rec.RaftID == m.id {
-			m.resetDue = true
-		}
 	}
 	m.number++
 	e := Epoch{Group: m.group, Number: m.number, Change: Change{Kind: rec.Kind, Name: rec.Name}}
@@ -410,7 +450,7 @@ func (m *machine) leaseUntil() time.Time {
 
 // takeOutput returns and clears the messages to send and the epochs
 // applied since the last call.
-func (m *machine) takeOutput() ([]*raftpb.Message, []applied) {
+func (m *machine) takeOutput() ([]Message, []applied) {
 	msgs, eps := m.outbox, m.epochs
 	m.outbox, m.epochs = nil, nil
 	return msgs, eps

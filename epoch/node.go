@@ -13,12 +13,15 @@ import (
 	"github.com/sluice-rl/sluice/ring"
 )
 
-// Message is one outbound Raft message and the member it goes to.
+// Message is one Raft message between nodes.
 type Message struct {
-	// To is the receiving node: its name and the address it serves peers on.
+	// To is the receiving node: its name and the address it serves peers
+	// on. Set on Send; Step ignores it.
 	To ring.Member
-	// Raft is the message, for the receiver's Node.Step. The Transport owns
-	// it from Send on.
+	// Group is the sender's group, 0 while it is in none. A node in a group
+	// drops messages of another: no node's log mixes two groups.
+	Group uint64
+	// Raft is the message. The Transport owns it from Send on.
 	Raft *raftpb.Message
 }
 
@@ -56,7 +59,7 @@ type Status struct {
 // may be called from any goroutine, OnEpoch included.
 type Node struct {
 	cfg   Config
-	inbox chan *raftpb.Message
+	inbox chan Message
 	views chan []Peer
 	ran   atomic.Bool
 
@@ -80,14 +83,14 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, m: m, inbox: make(chan *raftpb.Message, cfg.Inbox), views: make(chan []Peer, 1)}
+	n := &Node{cfg: cfg, m: m, inbox: make(chan Message, cfg.Inbox), views: make(chan []Peer, 1)}
 	n.publish()
 	return n, nil
 }
 
-// Step hands the node a Raft message from a peer. It never blocks: with
-// the inbox full the message is dropped, as a network would.
-func (n *Node) Step(msg *raftpb.Message) {
+// Step hands the node a message from a peer (msg.To is ignored). It never
+// blocks: with the inbox full the message is dropped, as a network would.
+func (n *Node) Step(msg Message) {
 	select {
 	case n.inbox <- msg:
 	default:
@@ -129,7 +132,7 @@ func (n *Node) Run(ctx context.Context) error {
 		case <-t.C:
 			n.m.tick(n.cfg.Clock())
 		case msg := <-n.inbox:
-			n.m.step(n.cfg.Clock(), msg)
+			n.m.step(n.cfg.Clock(), msg.Group, msg.Raft)
 		case v := <-n.views:
 			n.m.setView(n.cfg.Clock(), v)
 		}
@@ -146,8 +149,9 @@ func (n *Node) flush() {
 		out := make([]Message, 0, len(msgs))
 		n.mu.Lock()
 		for _, msg := range msgs {
-			if to, ok := n.peersBy[msg.GetTo()]; ok {
-				out = append(out, Message{To: to, Raft: msg})
+			if to, ok := n.peersBy[msg.Raft.GetTo()]; ok {
+				msg.To = to
+				out = append(out, msg)
 			}
 		}
 		n.mu.Unlock()

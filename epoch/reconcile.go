@@ -141,15 +141,25 @@ func (m *machine) plan() proposal {
 		if len(m.members) == 1 {
 			continue // the last member: nothing to hand the ring to
 		}
+		// The leader never removes itself: a removed leader may leave the
+		// others in a joint configuration they cannot commit out of. It
+		// hands leadership to a caught-up voter, making one if it is the
+		// only voter, and the next leader removes it.
 		for _, id := range slices.Sorted(maps.Keys(voters)) {
 			if id != m.id && caughtUp[id] && seen[byID[id]].Status == StatusAlive {
 				return proposal{transfer: id}
 			}
 		}
-		return remove(name, Leave)
+		if len(voters) == 1 {
+			if cands := ready(m.id); len(cands) > 0 {
+				return proposal{cc: confChange([]*raftpb.ConfChangeSingle{single(raftpb.ConfChangeAddNode, cands[0])}, nil)}
+			}
+		}
+		return proposal{} // wait for a voter or a learner to catch up
 	}
 	for _, p := range m.view {
-		if _, member := m.members[p.Name]; !member && p.Status == StatusAlive && p.RaftID != 0 && p.Group == 0 {
+		_, member := m.members[p.Name]
+		if !member && p.Status == StatusAlive && p.RaftID != 0 && (p.Group == 0 || p.Group == m.group) && !voters[p.RaftID] && !learners[p.RaftID] {
 			rec := record{Kind: Join, Name: p.Name, Addr: p.GRPCAddr, RaftID: p.RaftID}
 			return proposal{cc: confChange([]*raftpb.ConfChangeSingle{single(raftpb.ConfChangeAddLearnerNode, p.RaftID)}, rec.encode())}
 		}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // simNet is an in-memory network of machines on a fake clock: each step
@@ -48,7 +46,7 @@ type simNode struct {
 type flying struct {
 	at       time.Time
 	from, to string
-	msg      *raftpb.Message
+	msg      Message
 }
 
 func newSimNet(t testing.TB, seed uint64) *simNet {
@@ -157,8 +155,8 @@ func (s *simNet) step() {
 	}
 	s.flight = later
 	for _, f := range due {
-		if n := s.nodes[f.to]; n.running && n.m.id == f.msg.GetTo() && s.linked(f.from, f.to) {
-			n.m.step(s.now, f.msg)
+		if n := s.nodes[f.to]; n.running && n.m.id == f.msg.Raft.GetTo() && s.linked(f.from, f.to) {
+			n.m.step(s.now, f.msg.Group, f.msg.Raft)
 			s.collect(n)
 		}
 	}
@@ -172,7 +170,7 @@ func (s *simNet) collect(n *simNode) {
 	for _, msg := range msgs {
 		to := ""
 		for _, name := range s.names {
-			if s.nodes[name].m.id == msg.GetTo() {
+			if s.nodes[name].m.id == msg.Raft.GetTo() {
 				to = name
 			}
 		}
@@ -201,6 +199,9 @@ func (s *simNet) collect(n *simNode) {
 		case e.Number == uint64(len(c))+1:
 			s.canon[e.Group] = append(c, e)
 			s.logf("epoch %d of %x: %v %s, members %d, voters %v", e.Number, e.Group, e.Change.Kind, e.Change.Name, len(e.Members), e.Voters)
+			if e.Change.Kind == Join {
+				delete(s.deadBy, s.nodes[e.Change.Name].m.id) // a removed node added back under its Raft ID
+			}
 			if e.Change.Kind == Dead {
 				// The removed incarnation: the one the previous epoch had.
 				if id := s.raftIDIn(e.Group, e.Change.Name); id != 0 {
@@ -270,8 +271,10 @@ func (s *simNet) describe() string {
 	for _, name := range s.names {
 		n := s.nodes[name]
 		st := n.m.status()
-		fmt.Fprintf(&b, "  %s running=%v left=%v id=%x group=%x leader=%v term=%d epoch=%d members=%d voters=%v learners=%v\n",
-			name, n.running, n.left, n.m.id, n.m.group, st.Leader, st.Term, n.m.number, len(n.m.members), st.Voters, st.Learners)
+		li, _ := n.m.store.LastIndex()
+		fmt.Fprintf(&b, "  %s running=%v left=%v id=%x group=%x leader=%v term=%d epoch=%d members=%d voters=%v learners=%v raft=%v applied=%d last=%d\n",
+			name, n.running, n.left, n.m.id, n.m.group, st.Leader, st.Term, n.m.number, len(n.m.members), st.Voters, st.Learners,
+			n.m.cs, n.m.appliedAt, li)
 	}
 	return b.String()
 }

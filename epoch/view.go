@@ -1,7 +1,5 @@
 package epoch
 
-import "time"
-
 // MemberStatus is a member's state in the gossip view.
 type MemberStatus uint8
 
@@ -85,31 +83,5 @@ func (m *machine) joinOrMerge() {
 			m.resetDue = true
 			return
 		}
-	}
-}
-
-// checkStale notices a node removed from its group without applying its
-// removal (it was cut off when it happened): it holds no lease, and
-// another node of its group has applied later epochs, for StaleAfter.
-func (m *machine) checkStale() {
-	if m.group == 0 || m.isLeader() || m.now.Before(m.lease) {
-		m.staleSince = time.Time{}
-		return
-	}
-	ahead := false
-	for _, p := range m.view {
-		if p.Name != m.cfg.Name && p.up() && p.Group == m.group && p.Epoch > m.number {
-			ahead = true
-			break
-		}
-	}
-	switch {
-	case !ahead:
-		m.staleSince = time.Time{}
-	case m.staleSince.IsZero():
-		m.staleSince = m.now
-	case m.now.Sub(m.staleSince) >= m.cfg.StaleAfter:
-		m.logger.Infof("epoch: %s takes itself for removed from group %x", m.cfg.Name, m.group)
-		m.resetDue = true
 	}
 }
