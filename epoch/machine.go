@@ -140,7 +140,7 @@ func (m *machine) tick(now time.Time) {
 	} else if len(m.rounds) > 0 {
 		clear(m.rounds)
 	}
-	m.settle()
+	m.settle(true)
 }
 
 func (m *machine) step(now time.Time, group uint64, msg *raftpb.Message) {
@@ -154,14 +154,24 @@ func (m *machine) step(now time.Time, group uint64, msg *raftpb.Message) {
 	if err := m.rn.Step(msg); err != nil {
 		return
 	}
+	renews := false
 	switch msg.GetType() {
 	case raftpb.MsgHeartbeat, raftpb.MsgApp, raftpb.MsgSnap:
-		st := m.rn.BasicStatus()
-		if st.Lead == msg.GetFrom() && st.HardState.GetTerm() == msg.GetTerm() && st.RaftState != raft.StateLeader {
-			m.renew(now.Add(m.cfg.LeaseDuration))
-		}
+		renews = true
 	}
-	m.settle()
+	m.settle(false)
+	if !renews {
+		return
+	}
+	// A follower renews from its current leader, once it knows that leader
+	// committed an entry of its term: a new leader that may still hold an
+	// unapplied removal of this node renews nothing (pendingRemovals).
+	st := m.rn.BasicStatus()
+	commitTerm, err := m.store.Term(st.HardState.GetCommit())
+	if err == nil && st.Lead == msg.GetFrom() && st.HardState.GetTerm() == msg.GetTerm() &&
+		commitTerm == msg.GetTerm() && st.RaftState != raft.StateLeader {
+		m.renew(now.Add(m.cfg.LeaseDuration))
+	}
 }
 
 func (m *machine) setView(now time.Time, view []Peer) {
@@ -170,12 +180,13 @@ func (m *machine) setView(now time.Time, view []Peer) {
 	slices.SortFunc(m.view, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
 	m.hasView = true
 	m.joinOrMerge()
-	m.settle()
+	m.settle(true)
 }
 
-// settle processes Raft's output, then lets the leader propose, until
-// nothing is left to do.
-func (m *machine) settle() {
+// settle processes Raft's output and, if propose, lets the leader
+// propose, until nothing is left to do. Proposals are derived on ticks and
+// views, not on every message.
+func (m *machine) settle(propose bool) {
 	for range 4 {
 		m.drain()
 		if lead := m.isLeader(); lead && m.leaderSince.IsZero() {
@@ -187,7 +198,7 @@ func (m *machine) settle() {
 			_ = m.reset() // NewRawNode fails only on a bad Config, which the first call accepted
 			return
 		}
-		if !m.reconcile() {
+		if !propose || !m.reconcile() {
 			return
 		}
 	}
@@ -224,17 +235,21 @@ func (m *machine) drain() {
 	}
 }
 
-// pendingRemovals lists the peers that entries of the log not yet
-// applied remove. No message that renews a lease (append, heartbeat,
-// snapshot) goes to them: a removed node renews its lease from no leader
-// that may know of its removal (a new leader holds every committed entry,
-// applied or not).
+// pendingRemovals lists the peers that committed entries not yet applied
+// remove. No message that renews a lease (append, heartbeat, snapshot)
+// goes to them: once this leader knows the removal committed, the removed
+// node renews from it no more, though Raft still tracks it until the
+// entry is applied. (A removal not yet known to be committed may need the
+// removed voter's acknowledgement, so those go.)
 func (m *machine) pendingRemovals() map[uint64]bool {
-	li, _ := m.store.LastIndex()
-	if li <= m.appliedAt {
+	commit := m.rn.BasicStatus().HardState.GetCommit()
+	if li, _ := m.store.LastIndex(); commit > li {
+		commit = li
+	}
+	if commit <= m.appliedAt {
 		return nil
 	}
-	ents, err := m.store.Entries(m.appliedAt+1, li+1, math.MaxUint64)
+	ents, err := m.store.Entries(m.appliedAt+1, commit+1, math.MaxUint64)
 	if err != nil {
 		return nil
 	}

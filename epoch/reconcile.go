@@ -119,6 +119,14 @@ func (m *machine) plan() proposal {
 				for _, c := range cands[:min(len(cands), want-have)] {
 					changes = append(changes, single(raftpb.ConfChangeAddNode, c))
 				}
+			} else if have > want {
+				// No even count of voters, even for a moment: demote one too.
+				for _, v := range slices.Sorted(maps.Keys(voters)) {
+					if v != id && v != m.id {
+						changes = append(changes, single(raftpb.ConfChangeAddLearnerNode, v))
+						break
+					}
+				}
 			}
 		}
 		rec := record{Kind: kind, Name: name, RaftID: id}

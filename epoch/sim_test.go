@@ -28,6 +28,7 @@ type simNet struct {
 	drop     float64
 	maxDelay time.Duration
 	log      []string // the schedule, printed on failure
+	ticks    int
 
 	canon   map[uint64][]Epoch   // group -> the epochs applied, in order
 	lastNum map[uint64]uint64    // incarnation (Raft ID) -> last epoch number it applied
@@ -136,10 +137,13 @@ func (s *simNet) view(name string) []Peer {
 func (s *simNet) step() {
 	s.t.Helper()
 	s.now = s.now.Add(s.cfg.TickInterval)
+	s.ticks++
 	for _, name := range s.names {
 		if n := s.nodes[name]; n.running {
-			n.m.setView(s.now, s.view(name))
-			s.collect(n)
+			if s.ticks%3 == 1 { // gossip is slower than Raft
+				n.m.setView(s.now, s.view(name))
+				s.collect(n)
+			}
 			n.m.tick(s.now)
 			s.collect(n)
 		}
