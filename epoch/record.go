@@ -116,14 +116,14 @@ func decodeRecord(b []byte) (record, error) {
 	}
 	b = b[2:]
 	var n int
-	if r.RaftID, n = binary.Uvarint(b); n <= 0 {
+	if r.RaftID, n = uvarint(b); n <= 0 {
 		return bad("raftID", "bad uvarint")
 	}
 	b = b[n:]
 	if r.RaftID == 0 {
 		return bad("raftID", "is 0")
 	}
-	if r.Group, n = binary.Uvarint(b); n <= 0 {
+	if r.Group, n = uvarint(b); n <= 0 {
 		return bad("group", "bad uvarint")
 	}
 	b = b[n:]
@@ -150,7 +150,7 @@ func decodeRecord(b []byte) (record, error) {
 }
 
 func decodeString(b []byte) (string, []byte, error) {
-	l, n := binary.Uvarint(b)
+	l, n := uvarint(b)
 	switch {
 	case n <= 0:
 		return "", nil, fmt.Errorf("bad length")
@@ -160,4 +160,14 @@ func decodeString(b []byte) (string, []byte, error) {
 		return "", nil, fmt.Errorf("length %d beyond the record", l)
 	}
 	return string(b[n : n+int(l)]), b[n+int(l):], nil
+}
+
+// uvarint is binary.Uvarint refusing the longer encodings of a value (n
+// is 0 then), so each record has one encoding.
+func uvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n > 0 && n != binary.PutUvarint(make([]byte, binary.MaxVarintLen64), v) {
+		return 0, 0
+	}
+	return v, n
 }
