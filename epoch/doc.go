@@ -51,32 +51,40 @@
 // Two groups seen at once (views that disagreed at the start) resolve to
 // one: a node whose group has fewer members advertising it in its view than
 // another group, or as many and a higher group ID, dissolves: it drops its
-// Raft state and waits, as a new peer, to be added by the other group. Once
-// in a group, a node ignores Raft messages from peers outside its
-// configuration, so no node's log mixes two groups.
+// Raft state and waits, as a new peer, to be added by the other group.
 //
-// A node removed while cut off never applies its removal. When it holds no
-// lease and another node of its group advertises a later epoch for
-// StaleAfter, it takes itself for removed and rejoins as a new peer (if it
-// was still a member, the leader sees a new Raft ID: Dead, then Join).
+// A node removed while cut off (gossip saw it dead) keeps its Raft state
+// and believes itself a member. When gossip shows it alive again,
+// advertising the group, the leader adds it back as a learner under the
+// same Raft ID (a Join epoch); its log is then caught up from where it
+// diverged. Raft messages carry the sender's group (Message.Group), and a
+// node in a group drops another group's, so no node's log mixes two.
 //
 // # Leases
 //
 // LeaseUntil is the time until which the node may act as an owner. A
 // follower or learner renews it on each heartbeat or append from its
-// current leader: receipt time + LeaseDuration. The leader renews it when a
-// quorum of voters acknowledged a heartbeat round (a ReadIndex request,
-// started every HeartbeatTicks): the round's send time + LeaseDuration.
+// current leader, once it knows that leader committed an entry of its own
+// term: receipt time + LeaseDuration. The leader renews it when a quorum of
+// voters acknowledged a heartbeat round (a ReadIndex request, started every
+// HeartbeatTicks, which Raft answers only once the leader committed in its
+// term): the round's send time + LeaseDuration.
 //
 // A node cut off from the majority thus holds its lease at most
 // ElectionTimeout + LeaseDuration past the cut: a follower's last renewal
 // is a message its leader sent before the cut and the Transport delivered
 // within the election timeout (its contract); a cut-off leader renews only
 // from rounds acknowledged before the cut, and steps down by CheckQuorum.
+//
 // After applying a Dead epoch, a new owner of the dead node's keys waits
 // Config.DeadWait, (ElectionTimeout + LeaseDuration) × (1 + MaxClockDrift),
-// before deciding them: the removed node's last renewal came from a message
-// sent before the removal was applied, so its lease has run out by then.
+// before deciding them. The removed node renews only from a leader of a
+// term that committed an entry, hence one that holds the removal once it
+// is committed; such a leader sends no append or heartbeat to a peer that
+// a committed entry removes, applied or not (machine.pendingRemovals). So
+// the last renewal comes from a message sent by the time the removal was
+// applied, or by a stale leader that steps down within one more election
+// timeout; the randomized simulation checks the bound after every tick.
 //
 // Clocks: as in other Raft-based systems with leases (etcd, CockroachDB),
 // safety assumes bounded clock rate drift, not synchronized clocks: over
