@@ -81,7 +81,10 @@
 // before deciding them. The removed node renews only from a leader of a
 // term that committed an entry, hence one that holds the removal once it
 // is committed; such a leader sends no append or heartbeat to a peer that
-// a committed entry removes, applied or not (machine.pendingRemovals). So
+// a committed entry removes, applied or not (pendingRemovals, lease.go),
+// nor a heartbeat to one only the outgoing half of a joint configuration
+// still holds (an append carries the removal, and a follower renews from an
+// append only once it knows all its leader committed). So
 // the last renewal comes from a message sent by the time the removal was
 // applied, or by a stale leader that steps down within one more election
 // timeout; the randomized simulation checks the bound after every tick.

@@ -1,11 +1,9 @@
 package epoch
 
 import (
-	"encoding/binary"
 	"io"
 	"log"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -166,10 +164,15 @@ func (m *machine) step(now time.Time, group uint64, msg *raftpb.Message) {
 	// A follower renews from its current leader, once it knows that leader
 	// committed an entry of its term: a new leader that may still hold an
 	// unapplied removal of this node renews nothing (pendingRemovals).
+	// An append renews only once this node knows all its leader committed:
+	// one sent to a peer the leader's applied joint configuration removes
+	// thus renews nothing (the peer applies its removal first).
 	st := m.rn.BasicStatus()
-	commitTerm, err := m.store.Term(st.HardState.GetCommit())
+	commit := st.HardState.GetCommit()
+	commitTerm, err := m.store.Term(commit)
 	if err == nil && st.Lead == msg.GetFrom() && st.HardState.GetTerm() == msg.GetTerm() &&
-		commitTerm == msg.GetTerm() && st.RaftState != raft.StateLeader {
+		commitTerm == msg.GetTerm() && st.RaftState != raft.StateLeader &&
+		(msg.GetType() == raftpb.MsgHeartbeat || commit >= msg.GetCommit()) {
 		m.renew(now.Add(m.cfg.LeaseDuration))
 	}
 }
@@ -216,9 +219,10 @@ func (m *machine) drain() {
 			_ = m.store.SetHardState(rd.HardState)
 		}
 		_ = m.store.Append(rd.Entries) // MemoryStorage fails only on a gap, which Raft never hands it
-		removed := m.pendingRemovals()
+		removed, leaving := m.pendingRemovals(), m.outgoingOnly()
 		for _, msg := range rd.Messages {
-			if t := msg.GetType(); !removed[msg.GetTo()] || t != raftpb.MsgApp && t != raftpb.MsgHeartbeat && t != raftpb.MsgSnap {
+			to, t := msg.GetTo(), msg.GetType()
+			if !removed[to] && !leaving[to] || t != raftpb.MsgApp && t != raftpb.MsgHeartbeat && t != raftpb.MsgSnap || !removed[to] && t == raftpb.MsgApp {
 				m.outbox = append(m.outbox, Message{Group: m.group, Raft: msg})
 			}
 		}
@@ -233,51 +237,6 @@ func (m *machine) drain() {
 			return
 		}
 	}
-}
-
-// pendingRemovals lists the peers that committed entries not yet applied
-// remove. No message that renews a lease (append, heartbeat, snapshot)
-// goes to them: once this leader knows the removal committed, the removed
-// node renews from it no more, though Raft still tracks it until the
-// entry is applied. (A removal not yet known to be committed may need the
-// removed voter's acknowledgement, so those go.)
-func (m *machine) pendingRemovals() map[uint64]bool {
-	commit := m.rn.BasicStatus().HardState.GetCommit()
-	if li, _ := m.store.LastIndex(); commit > li {
-		commit = li
-	}
-	if commit <= m.appliedAt {
-		return nil
-	}
-	ents, err := m.store.Entries(m.appliedAt+1, commit+1, math.MaxUint64)
-	if err != nil {
-		return nil
-	}
-	var out map[uint64]bool
-	for _, e := range ents {
-		var changes []*raftpb.ConfChangeSingle
-		switch e.GetType() {
-		case raftpb.EntryConfChange:
-			c := &raftpb.ConfChange{}
-			if proto.Unmarshal(e.GetData(), c) == nil {
-				changes = c.AsV2().GetChanges()
-			}
-		case raftpb.EntryConfChangeV2:
-			c := &raftpb.ConfChangeV2{}
-			if proto.Unmarshal(e.GetData(), c) == nil {
-				changes = c.GetChanges()
-			}
-		}
-		for _, c := range changes {
-			if c.GetType() == raftpb.ConfChangeRemoveNode {
-				if out == nil {
-					out = map[uint64]bool{}
-				}
-				out[c.GetNodeId()] = true
-			}
-		}
-	}
-	return out
 }
 
 // apply applies one committed entry: a conf change, with the ring change
@@ -411,57 +370,6 @@ func (m *machine) names(ids []uint64) []string {
 }
 
 func (m *machine) isLeader() bool { return m.rn.BasicStatus().RaftState == raft.StateLeader }
-
-// startRound begins a lease round: a ReadIndex request, which Raft sends
-// with the leader's next heartbeats and answers with a ReadState once a
-// quorum of voters acknowledged them.
-func (m *machine) startRound() {
-	m.round++
-	m.rounds[m.round] = m.now
-	var ctx [8]byte
-	binary.BigEndian.PutUint64(ctx[:], m.round)
-	m.rn.ReadIndex(ctx[:])
-	horizon := m.now.Add(-2 * m.cfg.ElectionTimeout())
-	for r, sent := range m.rounds {
-		if sent.Before(horizon) {
-			delete(m.rounds, r)
-		}
-	}
-}
-
-// roundAcked renews the leader's lease from the send time of the round a
-// quorum acknowledged.
-func (m *machine) roundAcked(ctx []byte) {
-	if len(ctx) != 8 {
-		return
-	}
-	r := binary.BigEndian.Uint64(ctx)
-	sent, ok := m.rounds[r]
-	if !ok {
-		return
-	}
-	for old := range m.rounds {
-		if old <= r {
-			delete(m.rounds, old)
-		}
-	}
-	m.renew(sent.Add(m.cfg.LeaseDuration))
-}
-
-func (m *machine) renew(until time.Time) {
-	if until.After(m.lease) {
-		m.lease = until
-	}
-}
-
-// leaseUntil is the time until which this node may act as an owner: its
-// lease, while it is a member of the ring.
-func (m *machine) leaseUntil() time.Time {
-	if mem, ok := m.members[m.cfg.Name]; !ok || mem.RaftID != m.id {
-		return time.Time{}
-	}
-	return m.lease
-}
 
 // takeOutput returns and clears the messages to send and the epochs
 // applied since the last call.
