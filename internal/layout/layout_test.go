@@ -42,9 +42,10 @@ var allowed = map[string][]string{
 	"limiter/ownership":      {"ring"},
 	"limiter/limitertest":    {"bucket", "ring", "store", "policy", "limiter", "internal/identity"},
 	"cluster":                nil,
+	"epoch":                  {"ring"}, // the agreed ring; node is its only intended importer
 	"api":                    {"bucket", "ring", "store", "policy", "limiter", "rls", "internal/activity", "internal/rlheader", "internal/wire", "proto/sluice/v1"},
 	"transport":              {"bucket", "ring", "store", "policy", "limiter", "internal/wire", "proto/sluice/v1"},
-	"node": {"bucket", "ring", "store", "policy", "limiter", "rls", "rls/xds", "cluster", "api", "transport",
+	"node": {"bucket", "ring", "store", "policy", "limiter", "rls", "rls/xds", "cluster", "epoch", "api", "transport",
 		"internal/activity", "internal/clustersecret", "internal/logcap", "internal/tlsconfig", "internal/version", "internal/wire"},
 	"client":            {"bucket", "ring", "internal/grant", "internal/identity", "internal/wire", "proto/sluice/v1"},
 	"client/middleware": {"client", "internal/rlheader"},
