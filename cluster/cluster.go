@@ -71,6 +71,10 @@ type Cluster struct {
 	departed map[string]departure // dead or left members, for State
 	dirty    bool                 // members changed since snap was built
 	snap     Snapshot
+	// joinSuspects is, while this node's first join is in flight, the
+	// members the seeds' push/pull reported suspect (name -> gossip
+	// address), for contactSuspects; nil otherwise.
+	joinSuspects map[string]string
 }
 
 // departure records when and how a member went away.
@@ -172,8 +176,10 @@ func New(cfg Config) (*Cluster, error) {
 // that are not members (see Config.Rejoin). Snapshots are delivered from
 // the start, while joining, but none taken while this node's own join
 // merges a seed's members, which arrive one at a time: the first snapshot
-// after a join lists the whole membership the seed gave. Leave stops
-// joining. With Config.GossipKeyFile,
+// after a join lists the whole membership the seed gave, the members the
+// seed suspects included (the join contacts those itself; see the package
+// documentation, "Seeds and Kubernetes"). Leave stops joining. With
+// Config.GossipKeyFile,
 // Run also watches the key file and reloads the keyring when it changes
 // (see ReloadGossipKeys).
 //
