@@ -151,7 +151,7 @@
 // the first join pushes and pulls state with each member the seed
 // suspects that it still does not know, before the snapshot goes out. A
 // member that answers is listed; one that does not within memberlist's TCP
-// timeout (1s local, 10s lan; all of them at once) is about to be
+// timeout (1s local, 10s lan; eight are contacted at once) is about to be
 // declared dead, and is left out.
 //
 // For a StatefulSet, give the headless Service publishNotReadyAddresses:

@@ -120,6 +120,25 @@ func converged(all []*testNode, want []*testNode, meta map[string]cluster.NodeMe
 	return true
 }
 
+// listed reports whether every node's snapshot lists exactly the given
+// nodes, at their gossip addresses, in any state: unlike converged, a
+// member this node suspects (its probes unanswered for a moment, as on a
+// starved machine) counts.
+func listed(all []*testNode, want []*testNode) bool {
+	for _, n := range all {
+		s := n.Snapshot()
+		if len(s.Members) != len(want) {
+			return false
+		}
+		for _, w := range want {
+			if m, ok := s.Member(w.LocalName()); !ok || m.GossipAddr != w.GossipAddr() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // localConfig is LocalConfig with faster join retries.
 func localConfig(name string, join ...string) cluster.Config {
 	cfg := cluster.LocalConfig(name)
