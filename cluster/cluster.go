@@ -194,7 +194,8 @@ func New(cfg Config) (*Cluster, error) {
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
 // so Run may take up to memberlist's TCP timeout (1s local, 10s lan) to
-// return when a seed address does not answer at all.
+// return when a seed address does not answer at all, and as long again
+// when a member the seed suspects does not answer either.
 func (c *Cluster) Run(ctx context.Context) (err error) {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cluster: Run called more than once")

@@ -187,7 +187,7 @@ func (c *Cluster) joinSeeds(ctx context.Context, strangersOnly bool) (int, error
 		c.joinSuspects = nil
 		c.mu.Unlock()
 		if n > 0 {
-			c.contactSuspects(suspects)
+			c.contactSuspects(ctx, suspects)
 		}
 	}
 	if n > 0 {
@@ -214,7 +214,7 @@ const maxSuspectContacts = 8
 // ring built from it would name wrong owners. A suspect member that
 // answers is merged from its own state, alive; one that does not (it is
 // about to be declared dead) is left out after memberlist's TCP timeout.
-func (c *Cluster) contactSuspects(suspects map[string]string) {
+func (c *Cluster) contactSuspects(ctx context.Context, suspects map[string]string) {
 	c.mu.Lock()
 	for name := range suspects {
 		if _, ok := c.members[name]; ok || name == c.name {
@@ -231,8 +231,11 @@ func (c *Cluster) contactSuspects(suspects map[string]string) {
 		answered atomic.Int64
 	)
 	for name, addr := range suspects {
-		wg.Add(1)
 		slots <- struct{}{}
+		if c.stopJoining(ctx) {
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
