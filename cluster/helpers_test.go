@@ -182,6 +182,12 @@ func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
 func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	r.mu.Lock()
 	r.counts[rec.Message]++
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "member" {
+			r.counts[rec.Message+" "+a.Value.String()]++
+		}
+		return true
+	})
 	r.mu.Unlock()
 	if r.print {
 		line := fmt.Sprintf("%s %s %-5s %s", rec.Time.Format("15:04:05.000"), r.name, rec.Level, rec.Message)
@@ -199,7 +205,8 @@ func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (r *recorder) WithGroup(string) slog.Handler { return r }
 
-// count returns how many records had the message msg.
+// count returns how many records had the message msg, or, given
+// "msg name", the message msg and the attribute member=name.
 func (r *recorder) count(msg string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
