@@ -477,8 +477,10 @@ func TestJoinDeliversTheWholeMembership(t *testing.T) {
 				for _, m := range first.Members {
 					got = append(got, m.Name)
 				}
-				t.Fatalf("round %d: the joiner's first snapshot after its join through %s (version %d) lacks %v: it lists %v, %s %v",
-					round, seed.LocalName(), first.Version, missing, got, seed.LocalName(), before)
+				t.Fatalf("round %d: the joiner's first snapshot after its join through %s (version %d) lacks %v: it lists %v, %s %v; "+
+					"the joiner contacted the seed's suspects %d times, and %d of them did not answer",
+					round, seed.LocalName(), first.Version, missing, got, seed.LocalName(), before,
+					j.logs.count("cluster: contacted the members the seed suspects"), j.logs.count("cluster: a member the seed suspects did not answer"))
 			}
 		}
 		_ = j.Leave(time.Second) // a timeout is no failure: the others learn it from their failure detectors
