@@ -71,6 +71,10 @@ type Cluster struct {
 	departed map[string]departure // dead or left members, for State
 	dirty    bool                 // members changed since snap was built
 	snap     Snapshot
+	// joinSuspects is, while this node's first join is in flight, the
+	// members the seeds' push/pull reported suspect (name -> gossip
+	// address), for contactSuspects; nil otherwise.
+	joinSuspects map[string]string
 }
 
 // departure records when and how a member went away.
@@ -172,8 +176,10 @@ func New(cfg Config) (*Cluster, error) {
 // that are not members (see Config.Rejoin). Snapshots are delivered from
 // the start, while joining, but none taken while this node's own join
 // merges a seed's members, which arrive one at a time: the first snapshot
-// after a join lists the whole membership the seed gave. Leave stops
-// joining. With Config.GossipKeyFile,
+// after a join lists the whole membership the seed gave, the members the
+// seed suspects included (the join contacts those itself; see the package
+// documentation, "Seeds and Kubernetes"). Leave stops joining. With
+// Config.GossipKeyFile,
 // Run also watches the key file and reloads the keyring when it changes
 // (see ReloadGossipKeys).
 //
@@ -188,7 +194,8 @@ func New(cfg Config) (*Cluster, error) {
 // Run owns every goroutine it starts and returns only once they are done;
 // a join attempt in flight when ctx ends is not interrupted by memberlist,
 // so Run may take up to memberlist's TCP timeout (1s local, 10s lan) to
-// return when a seed address does not answer at all.
+// return when a seed address does not answer at all, and as long again
+// when a member the seed suspects does not answer either.
 func (c *Cluster) Run(ctx context.Context) (err error) {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cluster: Run called more than once")

@@ -95,7 +95,24 @@ func (e events) NotifyMerge(peers []*memberlist.Node) error {
 				nameTakenMsg, e.c.name, a, self)
 		}
 	}
+	e.c.noteJoinSuspects(peers)
 	return nil
+}
+
+// noteJoinSuspects records, while this node's first join is in flight,
+// the members peers (a seed's state) lists as suspect, for
+// contactSuspects.
+func (c *Cluster) noteJoinSuspects(peers []*memberlist.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.joinSuspects == nil {
+		return
+	}
+	for _, p := range peers {
+		if p.State == memberlist.StateSuspect && p.Name != c.name {
+			c.joinSuspects[p.Name] = addrString(p.Addr, p.Port)
+		}
+	}
 }
 
 // NotifyAlive refuses, on a node alone (Config.Alone), gossip about any

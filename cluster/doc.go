@@ -2,7 +2,8 @@
 // the cluster, joining, the metadata it advertises (its gRPC address and
 // version) and the membership snapshots the rest of the node builds its
 // consistent-hash ring from. It is a thin layer over hashicorp/memberlist
-// (SWIM gossip with Lifeguard suspicion) and imports nothing else of Sluice.
+// (SWIM gossip with Lifeguard suspicion) and imports nothing else of Sluice
+// but internal/keyfile, which reads its gossip key file.
 //
 // # Lifecycle
 //
@@ -143,6 +144,16 @@
 // members every Config.Rejoin, which merges clusters that formed
 // separately (pods that all started at once) and heals partitions that
 // outlasted memberlist's own reconnection attempts.
+//
+// A join's first snapshot lists every member the seed listed, alive or
+// suspect. memberlist merges the suspect entries of a seed's state only
+// for nodes it already knows (Memberlist.suspectNode ignores the others),
+// and a starved or partly cut-off seed suspects healthy members often; so
+// the first join pushes and pulls state with each member the seed
+// suspects that it still does not know, before the snapshot goes out. A
+// member that answers is listed; one that does not within memberlist's TCP
+// timeout (1s local, 10s lan; eight are contacted at once) is about to be
+// declared dead, and is left out.
 //
 // For a StatefulSet, give the headless Service publishNotReadyAddresses:
 // true (pods must gossip before they are ready), bind 0.0.0.0:7946 and set

@@ -120,6 +120,25 @@ func converged(all []*testNode, want []*testNode, meta map[string]cluster.NodeMe
 	return true
 }
 
+// listed reports whether every node's snapshot lists exactly the given
+// nodes, at their gossip addresses, in any state: unlike converged, a
+// member this node suspects (its probes unanswered for a moment, as on a
+// starved machine) counts.
+func listed(all []*testNode, want []*testNode) bool {
+	for _, n := range all {
+		s := n.Snapshot()
+		if len(s.Members) != len(want) {
+			return false
+		}
+		for _, w := range want {
+			if m, ok := s.Member(w.LocalName()); !ok || m.GossipAddr != w.GossipAddr() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // localConfig is LocalConfig with faster join retries.
 func localConfig(name string, join ...string) cluster.Config {
 	cfg := cluster.LocalConfig(name)
@@ -163,6 +182,12 @@ func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
 func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	r.mu.Lock()
 	r.counts[rec.Message]++
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "member" {
+			r.counts[rec.Message+" "+a.Value.String()]++
+		}
+		return true
+	})
 	r.mu.Unlock()
 	if r.print {
 		line := fmt.Sprintf("%s %s %-5s %s", rec.Time.Format("15:04:05.000"), r.name, rec.Level, rec.Message)
@@ -180,7 +205,8 @@ func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (r *recorder) WithGroup(string) slog.Handler { return r }
 
-// count returns how many records had the message msg.
+// count returns how many records had the message msg, or, given
+// "msg name", the message msg and the attribute member=name.
 func (r *recorder) count(msg string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -173,11 +175,79 @@ func (c *Cluster) joinSeeds(ctx context.Context, strangersOnly bool) (int, error
 			c.signal()
 		}()
 	}
+	if !strangersOnly {
+		c.mu.Lock()
+		c.joinSuspects = make(map[string]string)
+		c.mu.Unlock()
+	}
 	n, err := c.ml.Join(targets)
+	if !strangersOnly {
+		c.mu.Lock()
+		suspects := c.joinSuspects
+		c.joinSuspects = nil
+		c.mu.Unlock()
+		if n > 0 {
+			c.contactSuspects(ctx, suspects)
+		}
+	}
 	if n > 0 {
 		return n, nil
 	}
 	return 0, errors.Join(err, resolveErr)
+}
+
+// maxSuspectContacts bounds how many members contactSuspects contacts at
+// once.
+const maxSuspectContacts = 8
+
+// contactSuspects pushes and pulls state with each member of suspects
+// (name -> gossip address: the members a seed reported suspect during
+// this node's first join) that this node still does not know, all at once
+// (maxSuspectContacts at a time), and waits for them. It runs inside the
+// join, so Run still holds snapshots.
+//
+// memberlist merges a seed's suspect entry only for a node it already
+// knows (Memberlist.suspectNode ignores the others), so without this a
+// joiner learns a member the seed suspects only when the member's
+// refutation or its own push/pull happens to reach it, later: its first
+// snapshot would lack a member the rest of the cluster still lists, and a
+// ring built from it would name wrong owners. A suspect member that
+// answers is merged from its own state, alive; one that does not (it is
+// about to be declared dead) is left out after memberlist's TCP timeout.
+func (c *Cluster) contactSuspects(ctx context.Context, suspects map[string]string) {
+	c.mu.Lock()
+	for name := range suspects {
+		if _, ok := c.members[name]; ok || name == c.name {
+			delete(suspects, name)
+		}
+	}
+	c.mu.Unlock()
+	if len(suspects) == 0 {
+		return
+	}
+	var (
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, maxSuspectContacts)
+		answered atomic.Int64
+	)
+	for name, addr := range suspects {
+		slots <- struct{}{}
+		if c.stopJoining(ctx) {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			if n, err := c.ml.Join([]string{addr}); n > 0 {
+				answered.Add(1)
+			} else {
+				c.log.Debug("cluster: a member the seed suspects did not answer", "member", name, "addr", addr, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	c.log.Info("cluster: contacted the members the seed suspects", "suspects", len(suspects), "answered", answered.Load())
 }
 
 // seedAddrs resolves Config.Join to "ip:port" addresses, without

@@ -1,16 +1,12 @@
 package cluster
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
+
+	"github.com/sluice-rl/sluice/internal/keyfile"
 )
 
 // Limits of a gossip key file (see LoadGossipKeyFile).
@@ -65,61 +61,41 @@ func (e *KeyFileError) Unwrap() error { return ErrBadKeyFile }
 // MaxGossipKeyFileBytes. Any other content is a *KeyFileError naming the
 // file and the line.
 func LoadGossipKeyFile(path string) ([][]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &KeyFileError{Path: path, Reason: err.Error()}
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxGossipKeyFileBytes+1))
-	if err != nil {
-		return nil, &KeyFileError{Path: path, Reason: err.Error()}
-	}
-	if len(b) > MaxGossipKeyFileBytes {
-		return nil, &KeyFileError{Path: path, Reason: fmt.Sprintf("larger than %d bytes", MaxGossipKeyFileBytes)}
-	}
-	return parseGossipKeys(path, b)
+	keys, err := keyfile.Load(path, gossipKeyFormat)
+	return keys, gossipKeyFileError(path, err)
 }
 
 // parseGossipKeys parses the contents of a gossip key file (see
 // LoadGossipKeyFile); path only names it in errors.
 func parseGossipKeys(path string, b []byte) ([][]byte, error) {
-	var keys [][]byte
-	seen := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), MaxGossipKeyFileBytes+1)
-	line := 0
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
-		bad := func(format string, args ...any) error {
-			return &KeyFileError{Path: path, Line: line, Reason: fmt.Sprintf(format, args...)}
-		}
-		key, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, bad("not standard base64 (%v)", err)
-		}
+	keys, err := keyfile.Parse(b, gossipKeyFormat)
+	return keys, gossipKeyFileError(path, err)
+}
+
+// gossipKeyFormat is the format of a gossip key file (see
+// LoadGossipKeyFile).
+var gossipKeyFormat = keyfile.Format{
+	Noun:      "key",
+	MaxKeys:   MaxGossipKeys,
+	MaxBytes:  MaxGossipKeyFileBytes,
+	BadBase64: func(err error) string { return fmt.Sprintf("not standard base64 (%v)", err) },
+	Check: func(key []byte) string {
 		if n := len(key); n != 16 && n != 24 && n != 32 {
-			return nil, bad("key is %d bytes, want 16, 24 or 32 (AES-128, AES-192, AES-256)", n)
+			return fmt.Sprintf("key is %d bytes, want 16, 24 or 32 (AES-128, AES-192, AES-256)", n)
 		}
-		if first, dup := seen[string(key)]; dup {
-			return nil, bad("the same key as line %d", first)
-		}
-		if len(keys) == MaxGossipKeys {
-			return nil, bad("more than %d keys", MaxGossipKeys)
-		}
-		seen[string(key)] = line
-		keys = append(keys, key)
+		return ""
+	},
+	NoKey: "no key (one base64 key per line, the first is the primary)",
+}
+
+// gossipKeyFileError turns an error of package keyfile into a
+// *KeyFileError naming path; nil stays nil.
+func gossipKeyFileError(path string, err error) error {
+	var ke *keyfile.Error
+	if errors.As(err, &ke) {
+		return &KeyFileError{Path: path, Line: ke.Line, Reason: ke.Reason}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, &KeyFileError{Path: path, Line: line + 1, Reason: err.Error()}
-	}
-	if len(keys) == 0 {
-		return nil, &KeyFileError{Path: path, Reason: "no key (one base64 key per line, the first is the primary)"}
-	}
-	return keys, nil
+	return err
 }
 
 // KeyFingerprint names a gossip key in logs and GossipKeyStatus without

@@ -29,5 +29,6 @@
 // encrypted, both ends are authenticated, and nothing an eavesdropper
 // records can be replayed.
 //
-// It imports nothing of Sluice but internal/watch.
+// It imports nothing of Sluice but internal/watch and internal/keyfile,
+// which reads the file.
 package clustersecret

@@ -1,14 +1,11 @@
 package clustersecret
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
+
+	"github.com/sluice-rl/sluice/internal/keyfile"
 )
 
 // Limits of a cluster secret file (see Parse).
@@ -51,19 +48,8 @@ func (e *FileError) Unwrap() error { return ErrBadFile }
 
 // Load reads and parses a cluster secret file (see Parse).
 func Load(path string) ([][]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &FileError{Path: path, Reason: err.Error()}
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, &FileError{Path: path, Reason: err.Error()}
-	}
-	if len(b) > MaxFileBytes {
-		return nil, &FileError{Path: path, Reason: fmt.Sprintf("larger than %d bytes", MaxFileBytes)}
-	}
-	return Parse(path, b)
+	secrets, err := keyfile.Load(path, secretFormat)
+	return secrets, fileError(path, err)
 }
 
 // Parse parses the contents of a cluster secret file; path only names it
@@ -75,46 +61,37 @@ func Load(path string) ([][]byte, error) {
 // MaxSecrets secrets, none twice. Anything else is a *FileError naming
 // the line.
 func Parse(path string, b []byte) ([][]byte, error) {
-	var secrets [][]byte
-	seen := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 1024), MaxFileBytes+1)
-	line := 0
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
-		bad := func(format string, args ...any) error {
-			return &FileError{Path: path, Line: line, Reason: fmt.Sprintf(format, args...)}
-		}
-		secret, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, bad("not standard base64 (as `openssl rand -base64 32` prints)")
-		}
+	secrets, err := keyfile.Parse(b, secretFormat)
+	return secrets, fileError(path, err)
+}
+
+// secretFormat is the format of a cluster secret file (see Parse). Its
+// messages never quote a secret.
+var secretFormat = keyfile.Format{
+	Noun:      "secret",
+	MaxKeys:   MaxSecrets,
+	MaxBytes:  MaxFileBytes,
+	BadBase64: func(error) string { return "not standard base64 (as `openssl rand -base64 32` prints)" },
+	Check: func(secret []byte) string {
 		if n := len(secret); n < MinSecretBytes || n > MaxSecretBytes {
-			return nil, bad("secret is %d bytes, want %d to %d random bytes", n, MinSecretBytes, MaxSecretBytes)
+			return fmt.Sprintf("secret is %d bytes, want %d to %d random bytes", n, MinSecretBytes, MaxSecretBytes)
 		}
 		if weak(secret) {
-			return nil, bad("secret is one byte repeated, not random bytes")
+			return "secret is one byte repeated, not random bytes"
 		}
-		if first, dup := seen[string(secret)]; dup {
-			return nil, bad("the same secret as line %d", first)
-		}
-		if len(secrets) == MaxSecrets {
-			return nil, bad("more than %d secrets", MaxSecrets)
-		}
-		seen[string(secret)] = line
-		secrets = append(secrets, secret)
+		return ""
+	},
+	NoKey: "no secret (one base64 secret per line, the first is the primary; `openssl rand -base64 32`)",
+}
+
+// fileError turns an error of package keyfile into a *FileError naming
+// path; nil stays nil.
+func fileError(path string, err error) error {
+	var ke *keyfile.Error
+	if errors.As(err, &ke) {
+		return &FileError{Path: path, Line: ke.Line, Reason: ke.Reason}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, &FileError{Path: path, Line: line + 1, Reason: err.Error()}
-	}
-	if len(secrets) == 0 {
-		return nil, &FileError{Path: path, Reason: "no secret (one base64 secret per line, the first is the primary; `openssl rand -base64 32`)"}
-	}
-	return secrets, nil
+	return err
 }
 
 // weak reports a secret that is one byte repeated (all zeros, say): a

@@ -29,7 +29,8 @@ var allowed = map[string][]string{
 	"internal/plan":          nil,
 	"internal/activity":      nil,
 	"internal/tlsconfig":     nil,
-	"internal/clustersecret": {"internal/watch"},
+	"internal/clustersecret": {"internal/keyfile", "internal/watch"},
+	"internal/keyfile":       nil,
 	"internal/logcap":        nil,
 	"internal/testcerts":     nil,
 	"internal/watch":         nil,
@@ -41,7 +42,7 @@ var allowed = map[string][]string{
 	"limiter":                {"bucket", "ring", "store", "policy", "internal/activity", "internal/grant", "internal/identity"},
 	"limiter/ownership":      {"ring"},
 	"limiter/limitertest":    {"bucket", "ring", "store", "policy", "limiter", "internal/identity"},
-	"cluster":                nil,
+	"cluster":                {"internal/keyfile"},
 	"epoch":                  {"ring"}, // the agreed ring; node is its only intended importer
 	"api":                    {"bucket", "ring", "store", "policy", "limiter", "rls", "internal/activity", "internal/rlheader", "internal/wire", "proto/sluice/v1"},
 	"transport":              {"bucket", "ring", "store", "policy", "limiter", "internal/wire", "proto/sluice/v1"},
