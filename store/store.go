@@ -20,6 +20,9 @@ type Store struct {
 	// unless Config.TrackChanges (see changes.go).
 	changes    []changeLog
 	maxChanges int // per shard
+	// recent[i] maps the evictable keys of shards[i] to their last use,
+	// guarded by its lock; nil unless Config.MaxBytes (see evict.go).
+	recent []map[uint64]uint32
 
 	// Counters, on their own cache line: they change only when a key is
 	// inserted, removed or resized, never on the hot path of an existing
@@ -28,6 +31,10 @@ type Store struct {
 	keys    atomic.Int64
 	bytes   atomic.Int64
 	refused atomic.Uint64
+	// evictedExpired and evictedLRU count the states dropped to admit a
+	// new key over the cap: expired ones, and live evictable ones.
+	evictedExpired atomic.Uint64
+	evictedLRU     atomic.Uint64
 	// clamped counts token states found beyond their limit's horizon
 	// (see bucket.ClampToken).
 	clamped atomic.Uint64
@@ -48,6 +55,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	for i := range s.shards {
 		s.shards[i].sweepAt = math.MaxInt64
+	}
+	if cfg.MaxBytes > 0 {
+		s.recent = make([]map[uint64]uint32, cfg.Shards)
 	}
 	if cfg.TrackChanges {
 		s.changes = make([]changeLog, cfg.Shards)
@@ -87,20 +97,27 @@ func (s *Store) shardOf(key uint64) *shard {
 // through from package bucket. As for package bucket, l must have passed
 // l.Validate(): the store does not check it again on every take.
 func (s *Store) Take(key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+	return s.TakeKind(key, l, now, cost, Pinned)
+}
+
+// TakeKind is Take for a key of the given kind: an Evictable key's use is
+// recorded, and it may be evicted when the store is full (see the package
+// doc's "Eviction"). The kind of a key is that of its last take.
+func (s *Store) TakeKind(key uint64, l bucket.Limit, now, cost int64, kind Kind) (bucket.Result, error) {
 	switch l.Algorithm {
 	case bucket.TokenBucket:
-		return s.takeToken(s.shardOf(key), key, l, now, cost)
+		return s.takeToken(s.shardOf(key), key, l, now, cost, kind)
 	case bucket.FixedWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false)
+		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false, kind)
 	case bucket.SlidingWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost, false)
+		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost, false, kind)
 	case bucket.FixedWindowHits:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.hits, bucket.TakeFixedWindowHits, key, l, now, cost, true)
+		return s.takeWindow(sh, &sh.hits, bucket.TakeFixedWindowHits, key, l, now, cost, true, kind)
 	case bucket.SlidingLog:
-		return s.takeLog(s.shardOf(key), key, l, now, cost)
+		return s.takeLog(s.shardOf(key), key, l, now, cost, kind)
 	case bucket.Concurrency:
 		return bucket.Result{}, fmt.Errorf("%w: Take on a concurrency limit, use Acquire/Release", ErrWrongAlgorithm)
 	default:
@@ -121,10 +138,15 @@ func (s *Store) Acquire(key uint64, l bucket.Limit, now, cost int64, ttl time.Du
 // 0 binds it to none): the returned ID has Holder set, and only an ID
 // with the same Holder releases or renews the lease.
 func (s *Store) AcquireFor(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, holder uint64) (leaseID LeaseID, res bucket.Result, err error) {
+	return s.AcquireKind(key, l, now, cost, ttl, holder, Pinned)
+}
+
+// AcquireKind is AcquireFor for a key of the given kind (see TakeKind).
+func (s *Store) AcquireKind(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, holder uint64, kind Kind) (leaseID LeaseID, res bucket.Result, err error) {
 	if l.Algorithm != bucket.Concurrency {
 		return LeaseID{}, bucket.Result{}, fmt.Errorf("%w: Acquire on a %v limit, use Take", ErrWrongAlgorithm, l.Algorithm)
 	}
-	leaseID, res, _, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, false, LeaseID{Holder: holder})
+	leaseID, res, _, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, false, LeaseID{Holder: holder}, kind)
 	return leaseID, res, err
 }
 
@@ -139,7 +161,7 @@ func (s *Store) Renew(key uint64, l bucket.Limit, now, cost int64, ttl time.Dura
 	if l.Algorithm != bucket.Concurrency {
 		return false, bucket.Result{}, fmt.Errorf("%w: Renew on a %v limit", ErrWrongAlgorithm, l.Algorithm)
 	}
-	_, res, renewed, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, true, leaseID)
+	_, res, renewed, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, true, leaseID, Pinned)
 	return renewed, res, err
 }
 
@@ -154,26 +176,6 @@ func (s *Store) Release(key uint64, l bucket.Limit, now int64, leaseID LeaseID) 
 		return false, bucket.Result{}, fmt.Errorf("%w: Release on a %v limit", ErrWrongAlgorithm, l.Algorithm)
 	}
 	return s.release(s.shardOf(key), key, l, now, leaseID)
-}
-
-// reserve accounts for a new entry of size bytes in sh, whose lock the caller
-// holds. When the store is at its cap it first sweeps sh (if anything in it
-// may have expired), then refuses with ErrFull. The cap is soft under
-// concurrency: shards insert in parallel, so Bytes may overshoot MaxBytes by
-// a few entries.
-func (s *Store) reserve(sh *shard, now, size int64) error {
-	if s.maxBytes > 0 && s.bytes.Load()+size > s.maxBytes {
-		if now >= sh.sweepAt {
-			s.sweepLocked(sh, now)
-		}
-		if b := s.bytes.Load(); b+size > s.maxBytes {
-			s.refused.Add(1)
-			return fmt.Errorf("%w: new key of ~%d bytes refused, estimated %d of MaxBytes %d in use", ErrFull, size, b, s.maxBytes)
-		}
-	}
-	s.bytes.Add(size)
-	s.keys.Add(1)
-	return nil
 }
 
 // forget accounts for the removal of one entry of size bytes.

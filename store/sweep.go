@@ -30,6 +30,10 @@ func (s *Store) Sweep(now int64) int {
 func (s *Store) sweepLocked(sh *shard, now int64) int {
 	var sw sweeper
 	sw.now, sw.next = now, math.MaxInt64
+	recent := s.recentAt(sh)
+	if recent != nil {
+		sw.recent, sw.recentBefore = *recent, len(*recent)
+	}
 	sh.tokens = sweepMap(&sw, sh.tokens,
 		func(v bucket.TokenState) int64 { return v.ExpiresAt() },
 		func(bucket.TokenState) int64 { return tokenEntryBytes })
@@ -41,6 +45,9 @@ func (s *Store) sweepLocked(sh *shard, now int64) int {
 	sh.leases = sweepMap(&sw, sh.leases, bucket.LeaseState.ExpiresAt,
 		func(v bucket.LeaseState) int64 { return leaseBytes(v.Leases) })
 	sh.sweepAt = sw.next
+	if recent != nil {
+		*recent = shrunk(sw.recent, sw.recentBefore)
+	}
 	if sw.removed > 0 {
 		s.keys.Add(-sw.removed)
 		s.bytes.Add(-sw.freed)
@@ -57,6 +64,11 @@ type sweeper struct {
 	next    int64 // the earliest ExpiresAt among the survivors
 	removed int64 // states dropped
 	freed   int64 // their estimated bytes
+	// recent is the shard's map of evictable keys' last uses (nil if
+	// none): a dropped key leaves it too. recentBefore is its length
+	// before the sweep.
+	recent       map[uint64]uint32
+	recentBefore int
 }
 
 // rebuildMin is the map length from which a sweep that leaves less than a
@@ -77,10 +89,23 @@ func sweepMap[V any](sw *sweeper, m map[uint64]V, expires func(V) int64, size fu
 			delete(m, k)
 			sw.removed++
 			sw.freed += size(v)
+			if len(sw.recent) > 0 {
+				if _, ok := sw.recent[k]; ok {
+					delete(sw.recent, k)
+					sw.freed += recentEntryBytes
+				}
+			}
 		} else if exp < sw.next {
 			sw.next = exp
 		}
 	}
+	return shrunk(m, before)
+}
+
+// shrunk returns the map to keep of m, which had before entries: nil when
+// it became empty (freeing it), a right-sized copy when it shrank a lot, m
+// otherwise.
+func shrunk[V any](m map[uint64]V, before int) map[uint64]V {
 	switch after := len(m); {
 	case after == 0:
 		return nil
@@ -114,9 +139,19 @@ func (s *Store) DeleteIf(pred func(key uint64) bool) int {
 		maps.DeleteFunc(sh.hits, func(k uint64, _ bucket.WindowState) bool { return del(k, windowEntryBytes) })
 		maps.DeleteFunc(sh.logs, func(k uint64, v logState) bool { return del(k, logBytes(v.entries)) })
 		maps.DeleteFunc(sh.leases, func(k uint64, v bucket.LeaseState) bool { return del(k, leaseBytes(v.Leases)) })
+		if recent := s.recentAt(sh); recent != nil && len(*recent) > 0 {
+			maps.DeleteFunc(*recent, func(k uint64, _ uint32) bool {
+				if pred(k) {
+					freed += recentEntryBytes
+					return true
+				}
+				return false
+			})
+			*recent = nilIfEmpty(*recent)
+		}
+		s.bytes.Add(-freed)
 		if removed > 0 {
 			s.keys.Add(-removed)
-			s.bytes.Add(-freed)
 			n += int(removed)
 			// Free maps that became empty; sweepAt stays a valid
 			// lower bound.
