@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // Check decides a batch of requests. Every item is validated before any is
@@ -49,7 +50,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 				return out[:0], err
 			}
 		}
-		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, upTo: reqs[i].UpTo, mode: r.mode, grants: r.grants})
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, upTo: reqs[i].UpTo, mode: r.mode, grants: r.grants, inline: r.inline()})
 	}
 	out = out[:0]
 	for i := range jobs {
@@ -107,6 +108,7 @@ type job struct {
 	issuer  string
 	credit  bool
 	report  bool // a fallback report (see reconcile.go)
+	inline  bool // the limit is inline: the key is store.Evictable
 	hops    int  // earlier forwards of the job, when decided here
 	acting  bool // sent to this node as the key's heir (see acting.go)
 	// maybeApplied marks a credit or report whose owner did not answer
@@ -239,7 +241,7 @@ func (l *Limiter) outOfRing(v *view) bool {
 // this node has not seen join (see awaitState), to be decided there; the
 // failure mode answers if it cannot be reached.
 func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring.Member, now int64) {
-	items := []Forwarded{{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report}}
+	items := []Forwarded{{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report, Inline: j.inline}}
 	answers := make([]Answer, 1)
 	pctx, cancel := peerContext(ctx)
 	err := l.peers.Check(pctx, owner, 1, items, answers)
@@ -362,10 +364,10 @@ func (l *Limiter) take(ctx context.Context, v *view, j *job, now int64) {
 			err = errCreditElsewhere
 		}
 	case j.report && j.limit.Algorithm == bucket.TokenBucket:
-		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+		j.granted, res.Result, err = l.store.TakeUpToKind(j.hash, j.limit, now, j.cost, j.kind())
 		res.Allowed = true // counted as far as the bucket goes: never denied
 	case j.upTo:
-		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+		j.granted, res.Result, err = l.store.TakeUpToKind(j.hash, j.limit, now, j.cost, j.kind())
 		if err == nil && j.granted > 0 {
 			j.grantID, j.issuer = l.ledger.record(j.hash, j.granted, now, now+int64(l.grants.Config().TTL)), l.name
 		}
@@ -373,11 +375,19 @@ func (l *Limiter) take(ctx context.Context, v *view, j *job, now int64) {
 		// Cost 0 on a concurrency limit reads the in-flight count.
 		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)
 	default:
-		res.Result, err = l.store.Take(j.hash, j.limit, now, j.cost)
+		res.Result, err = l.store.TakeKind(j.hash, j.limit, now, j.cost, j.kind())
 	}
 	if err != nil {
 		res.Err, res.Allowed = err, false
 	} else if res.Remaining == 0 && (res.Allowed || j.granted > 0) {
 		l.spentOut()
 	}
+}
+
+// kind is the store kind of j's key: evictable for an inline limit.
+func (j *job) kind() store.Kind {
+	if j.inline {
+		return store.Evictable
+	}
+	return store.Pinned
 }

@@ -112,6 +112,10 @@ type resolved struct {
 	hash   uint64
 }
 
+// inline reports whether r's limit is inline (the client's), not a named
+// policy's: its key may be evicted when the store is full.
+func (r *resolved) inline() bool { return r.policy == "" }
+
 // resolve validates one item and derives its identity.
 func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) {
 	var out resolved

@@ -64,6 +64,10 @@ type Forwarded struct {
 	// its replica, the owner being unreachable from the sender (see
 	// acting.go).
 	Acting bool
+	// Inline marks the item's limit as the client's own, not a named
+	// policy's: the owner stores the key as store.Evictable (but for a
+	// concurrency limit: a live lease is never evicted).
+	Inline bool
 }
 
 // Answer is an owner's answer to one Forwarded item.

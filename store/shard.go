@@ -247,7 +247,7 @@ func compact[T any](s []T) []T {
 // acquire is Acquire on shard sh. With renew set it only renews the live
 // lease id (see Store.Renew), reporting ok false when there is none;
 // otherwise it generates a new lease ID and ok is the acquire's outcome.
-func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, renew bool, id LeaseID, kind Kind) (leaseID LeaseID, res bucket.Result, ok bool, err error) {
+func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, renew bool, id LeaseID) (leaseID LeaseID, res bucket.Result, ok bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, found := sh.leases[key]
@@ -286,11 +286,10 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 		sh.leases[key] = next
 		s.bytes.Add(leaseBytes(next.Leases) - oldBytes)
 		s.noteWrite(sh, key, next.ExpiresAt())
-		s.touch(key, now, kind)
 	case !ok:
 	default:
 		next.Leases = compact(next.Leases)
-		if err := s.reserve(sh, key, now, leaseBytes(next.Leases), kind); err != nil {
+		if err := s.reserve(sh, key, now, leaseBytes(next.Leases), Pinned); err != nil {
 			return LeaseID{}, bucket.Result{}, false, err
 		}
 		if sh.leases == nil {
@@ -298,7 +297,6 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 		}
 		sh.leases[key] = next
 		s.noteWrite(sh, key, next.ExpiresAt())
-		s.touch(key, now, kind)
 	}
 	if !ok {
 		id = LeaseID{}

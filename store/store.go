@@ -137,16 +137,13 @@ func (s *Store) Acquire(key uint64, l bucket.Limit, now, cost int64, ttl time.Du
 // AcquireFor is Acquire for a lease bound to holder (see LeaseID.Holder;
 // 0 binds it to none): the returned ID has Holder set, and only an ID
 // with the same Holder releases or renews the lease.
+//
+// Lease sets are Pinned: a live lease is never evicted (its TTL bounds it).
 func (s *Store) AcquireFor(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, holder uint64) (leaseID LeaseID, res bucket.Result, err error) {
-	return s.AcquireKind(key, l, now, cost, ttl, holder, Pinned)
-}
-
-// AcquireKind is AcquireFor for a key of the given kind (see TakeKind).
-func (s *Store) AcquireKind(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, holder uint64, kind Kind) (leaseID LeaseID, res bucket.Result, err error) {
 	if l.Algorithm != bucket.Concurrency {
 		return LeaseID{}, bucket.Result{}, fmt.Errorf("%w: Acquire on a %v limit, use Take", ErrWrongAlgorithm, l.Algorithm)
 	}
-	leaseID, res, _, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, false, LeaseID{Holder: holder}, kind)
+	leaseID, res, _, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, false, LeaseID{Holder: holder})
 	return leaseID, res, err
 }
 
@@ -161,7 +158,7 @@ func (s *Store) Renew(key uint64, l bucket.Limit, now, cost int64, ttl time.Dura
 	if l.Algorithm != bucket.Concurrency {
 		return false, bucket.Result{}, fmt.Errorf("%w: Renew on a %v limit", ErrWrongAlgorithm, l.Algorithm)
 	}
-	_, res, renewed, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, true, leaseID, Pinned)
+	_, res, renewed, err = s.acquire(s.shardOf(key), key, l, now, cost, ttl, true, leaseID)
 	return renewed, res, err
 }
 

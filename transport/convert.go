@@ -35,6 +35,7 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	item.Credit = f.Credit
 	item.Report = f.Report
 	item.Acting = f.Acting
+	item.Inline = f.Inline
 	return item
 }
 
@@ -72,6 +73,7 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		Credit: it.GetCredit(),
 		Report: it.GetReport(),
 		Acting: it.GetActing(),
+		Inline: it.GetInline(),
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError
