@@ -19,8 +19,10 @@ type Config struct {
 	// 0 means DefaultShards.
 	Shards int
 	// MaxBytes caps the estimated memory of stored states; 0 means no cap.
-	// When reached, new keys are refused with ErrFull (live ones are never
-	// evicted). See Stats.Bytes for what the estimate covers.
+	// When reached, a new key evicts expired states, then live Evictable
+	// keys, least recently used first, of its shard; with none left it is
+	// refused with ErrFull (see the package doc). See Stats.Bytes for what
+	// the estimate covers.
 	MaxBytes int64
 	// TrackChanges keeps a log of the keys written since the last
 	// ExportChanged, for replicating them (see changes.go). Off, writes

@@ -7,8 +7,9 @@ import "errors"
 // with errors.Is.
 var (
 	// ErrFull is returned when a new key (or an imported one) is refused
-	// because the estimated memory of the store reached Config.MaxBytes.
-	// Keys that already have a state keep working.
+	// because the estimated memory of the store reached Config.MaxBytes
+	// and its shard holds no Evictable key to evict. Keys that already
+	// have a state keep working.
 	ErrFull = errors.New("store: full")
 	// ErrInvalidConfig is returned by New for a Config that fails
 	// validation; the message names the offending field.
