@@ -167,7 +167,7 @@ func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 	for _, e := range states {
 		_ = l.repl.acting.Import(e, now) // an invalid state was refused when it came
 	}
-	r, err := l.repl.acting.TakeKind(j.hash, j.limit, now, j.cost, j.kind())
+	r, err := l.repl.acting.TakeAs(j.hash, j.limit, now, j.cost, j.kind())
 	if err != nil {
 		res.Result = bucket.Result{Limit: j.limit.Capacity(), RetryAfter: FallbackRetryAfter}
 		return

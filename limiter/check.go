@@ -364,10 +364,10 @@ func (l *Limiter) take(ctx context.Context, v *view, j *job, now int64) {
 			err = errCreditElsewhere
 		}
 	case j.report && j.limit.Algorithm == bucket.TokenBucket:
-		j.granted, res.Result, err = l.store.TakeUpToKind(j.hash, j.limit, now, j.cost, j.kind())
+		j.granted, res.Result, err = l.store.TakeUpToAs(j.hash, j.limit, now, j.cost, j.kind())
 		res.Allowed = true // counted as far as the bucket goes: never denied
 	case j.upTo:
-		j.granted, res.Result, err = l.store.TakeUpToKind(j.hash, j.limit, now, j.cost, j.kind())
+		j.granted, res.Result, err = l.store.TakeUpToAs(j.hash, j.limit, now, j.cost, j.kind())
 		if err == nil && j.granted > 0 {
 			j.grantID, j.issuer = l.ledger.record(j.hash, j.granted, now, now+int64(l.grants.Config().TTL)), l.name
 		}
@@ -375,7 +375,7 @@ func (l *Limiter) take(ctx context.Context, v *view, j *job, now int64) {
 		// Cost 0 on a concurrency limit reads the in-flight count.
 		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)
 	default:
-		res.Result, err = l.store.TakeKind(j.hash, j.limit, now, j.cost, j.kind())
+		res.Result, err = l.store.TakeAs(j.hash, j.limit, now, j.cost, j.kind())
 	}
 	if err != nil {
 		res.Err, res.Allowed = err, false

@@ -48,7 +48,7 @@
 // Bytes can exceed the cap by that growth and by the few inserts racing on
 // other shards.
 //
-// A key's Kind is given by its caller (TakeKind, TakeUpToKind): Pinned
+// A key's Kind is given by its caller (TakeAs, TakeUpToAs): Pinned
 // keys (the default of Take and TakeUpTo; every lease set, so a live lease
 // is never evicted) are never evicted while live; Evictable keys (the
 // limiter's inline limits, which a client creates at will) are. Evicting a

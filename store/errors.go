@@ -11,6 +11,10 @@ var (
 	// and its shard holds no Evictable key to evict. Keys that already
 	// have a state keep working.
 	ErrFull = errors.New("store: full")
+	// ErrClientFull is returned when a new key of a client (Use.Client)
+	// is refused because the client has Config.MaxKeysPerClient live keys.
+	// Keys that already have a state keep working, for every client.
+	ErrClientFull = errors.New("store: client's key cap reached")
 	// ErrInvalidConfig is returned by New for a Config that fails
 	// validation; the message names the offending field.
 	ErrInvalidConfig = errors.New("store: invalid config")

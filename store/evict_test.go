@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // An evictable token key costs its state and its last use.
-const evictableTokenBytes = tokenEntryBytes + recentEntryBytes
+const evictableTokenBytes = tokenEntryBytes + metaEntryBytes
 
 // hourly is a token bucket of 10 units an hour: one take keeps a state for
 // six minutes.
@@ -20,7 +21,7 @@ var hourly = lim(bucket.TokenBucket, 10, time.Hour)
 func fill(t *testing.T, s *Store, now int64, kind Kind, keys ...uint64) {
 	t.Helper()
 	for _, k := range keys {
-		if res, err := s.TakeKind(k, hourly, now, 1, kind); err != nil || !res.Allowed {
+		if res, err := s.TakeAs(k, hourly, now, 1, Use{Kind: kind}); err != nil || !res.Allowed {
 			t.Fatalf("take of key %d: %+v, %v", k, res, err)
 		}
 	}
@@ -78,7 +79,7 @@ func TestFullStoreAdmitsPinnedKeyByEvicting(t *testing.T) {
 	// pinned keys (100 and 7 more).
 	now := t0 + 4*sec
 	for k := uint64(101); k <= 120; k++ {
-		if _, err := s.TakeKind(k, hourly, now, 1, Pinned); err != nil && !errors.Is(err, ErrFull) {
+		if _, err := s.TakeAs(k, hourly, now, 1, Use{}); err != nil && !errors.Is(err, ErrFull) {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +93,7 @@ func TestFullStoreAdmitsPinnedKeyByEvicting(t *testing.T) {
 		t.Fatalf("after filling with pinned keys: %+v, want 4 evictions, 8 keys and 13 refused", st)
 	}
 	for _, kind := range []Kind{Evictable, Pinned} {
-		_, err := s.TakeKind(200, hourly, now, 1, kind)
+		_, err := s.TakeAs(200, hourly, now, 1, Use{Kind: kind})
 		if !errors.Is(err, ErrFull) {
 			t.Errorf("new %v key in a store full of pinned keys: %v, want ErrFull", kind, err)
 		}
@@ -103,7 +104,7 @@ func TestFullStoreAdmitsPinnedKeyByEvicting(t *testing.T) {
 func TestEvictsExpiredBeforeLive(t *testing.T) {
 	s := newStore(t, Config{Shards: 1, MaxBytes: 4 * evictableTokenBytes})
 	short := lim(bucket.TokenBucket, 10, time.Second) // one take: a state for 100ms
-	if _, err := s.TakeKind(1, short, t0, 1, Evictable); err != nil {
+	if _, err := s.TakeAs(1, short, t0, 1, Use{Kind: Evictable}); err != nil {
 		t.Fatal(err)
 	}
 	fill(t, s, t0, Evictable, 2, 3, 4)
@@ -123,15 +124,15 @@ func TestEvictsExpiredBeforeLive(t *testing.T) {
 func TestEvictsEveryKindOfState(t *testing.T) {
 	// A new sliding log needs more than one small state's room: it evicts
 	// as many as it needs.
-	s := newStore(t, Config{Shards: 1, MaxBytes: 3 * (windowEntryBytes + recentEntryBytes)})
+	s := newStore(t, Config{Shards: 1, MaxBytes: 3 * (windowEntryBytes + metaEntryBytes)})
 	fixed := lim(bucket.FixedWindow, 10, time.Hour)
 	for k := range uint64(3) {
-		if _, err := s.TakeKind(k+1, fixed, t0+int64(k)*2*sec, 1, Evictable); err != nil {
+		if _, err := s.TakeAs(k+1, fixed, t0+int64(k)*2*sec, 1, Use{Kind: Evictable}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	logs := lim(bucket.SlidingLog, 10, time.Hour)
-	if _, err := s.TakeKind(9, logs, t0+10*sec, 1, Evictable); err != nil {
+	if _, err := s.TakeAs(9, logs, t0+10*sec, 1, Use{Kind: Evictable}); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.EvictedLRU == 0 || st.Bytes > s.maxBytes {
@@ -184,7 +185,7 @@ func TestImportedKeyTrackedAtItsNextEvictableUse(t *testing.T) {
 func TestNoTrackingWithoutCap(t *testing.T) {
 	s := newStore(t, Config{Shards: 1})
 	fill(t, s, t0, Evictable, 1)
-	if st := s.Stats(); s.recent != nil || st.Bytes != tokenEntryBytes {
+	if st := s.Stats(); s.meta != nil || st.Bytes != tokenEntryBytes {
 		t.Fatalf("uncapped store tracks uses: %+v", st)
 	}
 }
@@ -195,4 +196,89 @@ func TestKindString(t *testing.T) {
 			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)
 		}
 	}
+}
+
+func TestMaxKeysPerClient(t *testing.T) {
+	s := newStore(t, Config{Shards: 4, MaxKeysPerClient: 3})
+	a, b := Use{Client: 0xa}, Use{Kind: Evictable, Client: 0xb}
+	take := func(key uint64, now int64, as Use) error {
+		t.Helper()
+		_, err := s.TakeAs(key, hourly, now, 1, as)
+		return err
+	}
+	for k := uint64(1); k <= 3; k++ {
+		if err := take(k, t0, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := take(4, t0, a); !errors.Is(err, ErrClientFull) || !strings.Contains(err.Error(), "3 live keys") {
+		t.Fatalf("client a's 4th key: %v, want ErrClientFull naming the cap", err)
+	}
+	// The others are not held back, and a's keys keep working, for a and
+	// for b (whose use of them does not count against b).
+	for k := uint64(11); k <= 13; k++ {
+		if err := take(k, t0, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, as := range []Use{a, b, {}} {
+		if err := take(1, t0, as); err != nil {
+			t.Fatalf("a's existing key for %+v: %v", as, err)
+		}
+	}
+	if err := take(20, t0, Use{}); err != nil {
+		t.Fatalf("a key of no client: %v", err)
+	}
+	if got, st := s.ClientKeys(0xa), s.Stats(); got != 3 || s.ClientKeys(0xb) != 3 || st.ClientRefused != 1 {
+		t.Fatalf("ClientKeys(a) = %d, (b) = %d, %+v; want 3, 3 and one refused", got, s.ClientKeys(0xb), st)
+	}
+	checkCounters(t, s)
+	// A key gone (deleted, refilled) counts no more; expired and swept
+	// neither.
+	s.Delete([]uint64{1})
+	if _, _, err := s.GiveBack(2, hourly, t0, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ClientKeys(0xa); got != 1 {
+		t.Fatalf("after a delete and a refill: ClientKeys(a) = %d, want 1", got)
+	}
+	if err := take(4, t0, a); err != nil {
+		t.Fatalf("client a below its cap again: %v", err)
+	}
+	checkCounters(t, s)
+	s.Sweep(t0 + time.Hour.Nanoseconds())
+	if s.ClientKeys(0xa) != 0 || s.ClientKeys(0xb) != 0 || len(s.clients.index) != 0 {
+		t.Fatalf("after the sweep: a %d, b %d, %d clients indexed; want none", s.ClientKeys(0xa), s.ClientKeys(0xb), len(s.clients.index))
+	}
+	checkCounters(t, s)
+}
+
+func TestMaxKeysPerClientEvictedAndRefused(t *testing.T) {
+	// An evicted key of a client counts no more; a key the memory cap
+	// refuses never counted.
+	s := newStore(t, Config{Shards: 1, MaxBytes: 2 * evictableTokenBytes, MaxKeysPerClient: 2})
+	a := Use{Kind: Evictable, Client: 0xa}
+	for k := uint64(1); k <= 2; k++ {
+		if _, err := s.TakeAs(k, hourly, t0+int64(k)*2*sec, 1, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.TakeAs(3, hourly, t0+6*sec, 1, Use{Kind: Evictable}); err != nil {
+		t.Fatal(err) // evicts key 1
+	}
+	if got := s.ClientKeys(0xa); got != 1 {
+		t.Fatalf("after an eviction: ClientKeys(a) = %d, want 1", got)
+	}
+	s2 := newStore(t, Config{Shards: 1, MaxBytes: tokenEntryBytes, MaxKeysPerClient: 2})
+	if _, err := s2.TakeAs(1, hourly, t0, 1, Use{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.TakeAs(2, hourly, t0, 1, Use{Client: 0xa}); !errors.Is(err, ErrFull) {
+		t.Fatalf("a new key of a full store: %v, want ErrFull", err)
+	}
+	if got := s2.ClientKeys(0xa); got != 0 {
+		t.Fatalf("a refused key counted: ClientKeys(a) = %d", got)
+	}
+	checkCounters(t, s)
+	checkCounters(t, s2)
 }

@@ -12,11 +12,11 @@ import (
 // one-unit take, with its RetryAfter. It serves grants: a node that is not
 // a key's owner asks the owner for a batch of tokens to spend locally.
 func (s *Store) TakeUpTo(key uint64, l bucket.Limit, now, most int64) (int64, bucket.Result, error) {
-	return s.TakeUpToKind(key, l, now, most, Pinned)
+	return s.TakeUpToAs(key, l, now, most, Use{})
 }
 
-// TakeUpToKind is TakeUpTo for a key of the given kind (see TakeKind).
-func (s *Store) TakeUpToKind(key uint64, l bucket.Limit, now, most int64, kind Kind) (int64, bucket.Result, error) {
+// TakeUpToAs is TakeUpTo for a key taken as as says (see TakeAs).
+func (s *Store) TakeUpToAs(key uint64, l bucket.Limit, now, most int64, as Use) (int64, bucket.Result, error) {
 	if l.Algorithm != bucket.TokenBucket {
 		return 0, bucket.Result{}, fmt.Errorf("%w: TakeUpTo takes a token bucket, not %s", ErrWrongAlgorithm, l.Algorithm)
 	}
@@ -26,16 +26,16 @@ func (s *Store) TakeUpToKind(key uint64, l bucket.Limit, now, most int64, kind K
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	peek, err := s.takeTokenLocked(sh, key, l, now, 0, kind)
+	peek, err := s.takeTokenLocked(sh, key, l, now, 0, as)
 	if err != nil {
 		return 0, bucket.Result{}, err
 	}
 	n := min(most, peek.Remaining)
 	if n <= 0 {
-		res, err := s.takeTokenLocked(sh, key, l, now, 1, kind)
+		res, err := s.takeTokenLocked(sh, key, l, now, 1, as)
 		return 0, res, err
 	}
-	res, err := s.takeTokenLocked(sh, key, l, now, n, kind)
+	res, err := s.takeTokenLocked(sh, key, l, now, n, as)
 	if err != nil || !res.Allowed {
 		return 0, res, err
 	}
@@ -55,7 +55,7 @@ func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucke
 	defer sh.mu.Unlock()
 	old, ok := sh.tokens[key]
 	if !ok || tokenIsZero(old, now) {
-		res, err := s.takeTokenLocked(sh, key, l, now, 0, Pinned)
+		res, err := s.takeTokenLocked(sh, key, l, now, 0, Use{})
 		return 0, res, err
 	}
 	in := old

@@ -44,13 +44,13 @@ func recount(s *Store) (keys, bytes int64) {
 		for _, v := range sh.leases {
 			bytes += leaseBytes(v.Leases)
 		}
-		if s.recent != nil {
-			for k := range s.recent[i] {
+		if s.meta != nil {
+			for k := range s.meta[i] {
 				if !hasAny(sh, k) {
 					panic(fmt.Sprintf("evictable key %x tracked without a state", k))
 				}
 			}
-			bytes += int64(len(s.recent[i])) * recentEntryBytes
+			bytes += int64(len(s.meta[i])) * metaEntryBytes
 		}
 		sh.mu.Unlock()
 	}

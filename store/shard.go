@@ -94,14 +94,14 @@ func leasesIsZero(st bucket.LeaseState, now int64) bool {
 
 // takeToken is Take for token buckets. For an existing key it does not
 // allocate.
-func (s *Store) takeToken(sh *shard, key uint64, l bucket.Limit, now, cost int64, kind Kind) (bucket.Result, error) {
+func (s *Store) takeToken(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return s.takeTokenLocked(sh, key, l, now, cost, kind)
+	return s.takeTokenLocked(sh, key, l, now, cost, as)
 }
 
 // takeTokenLocked is takeToken with sh.mu held.
-func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost int64, kind Kind) (bucket.Result, error) {
+func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	old, ok := sh.tokens[key]
 	in := old
 	if ok && tokenIsZero(old, now) {
@@ -127,10 +127,11 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 			sh.tokens[key] = next
 			s.noteToken(sh, key, next)
 		}
-		s.touch(key, now, kind)
+		s.touch(key, now, as)
 	case !res.Allowed || cost == 0: // a new key is never inserted by a read or a deny
 	default:
-		if err := s.reserve(sh, key, now, tokenEntryBytes, kind); err != nil {
+		client, err := s.reserve(sh, key, now, tokenEntryBytes, as)
+		if err != nil {
 			return bucket.Result{}, err
 		}
 		if sh.tokens == nil {
@@ -138,7 +139,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 		}
 		sh.tokens[key] = next
 		s.noteToken(sh, key, next)
-		s.touch(key, now, kind)
+		s.track(key, now, as.Kind, client)
 	}
 	return res, nil
 }
@@ -149,7 +150,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 // inserts a new key like an allowed one.
 func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 	take func(bucket.WindowState, bucket.Limit, int64, int64) (bucket.WindowState, bucket.Result, error),
-	key uint64, l bucket.Limit, now, cost int64, countsDenied bool, kind Kind) (bucket.Result, error) {
+	key uint64, l bucket.Limit, now, cost int64, countsDenied bool, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, ok := (*m)[key]
@@ -171,10 +172,11 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 			(*m)[key] = next
 			s.noteWrite(sh, key, next.ExpiresAt())
 		}
-		s.touch(key, now, kind)
+		s.touch(key, now, as)
 	case cost == 0 || !res.Allowed && !countsDenied:
 	default:
-		if err := s.reserve(sh, key, now, windowEntryBytes, kind); err != nil {
+		client, err := s.reserve(sh, key, now, windowEntryBytes, as)
+		if err != nil {
 			return bucket.Result{}, err
 		}
 		if *m == nil {
@@ -182,13 +184,13 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 		}
 		(*m)[key] = next
 		s.noteWrite(sh, key, next.ExpiresAt())
-		s.touch(key, now, kind)
+		s.track(key, now, as.Kind, client)
 	}
 	return res, nil
 }
 
 // takeLog is Take for sliding logs.
-func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64, kind Kind) (bucket.Result, error) {
+func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, ok := sh.logs[key]
@@ -215,11 +217,12 @@ func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 		sh.logs[key] = st
 		s.bytes.Add(logBytes(st.entries) - oldBytes)
 		s.noteWrite(sh, key, st.expiresAt())
-		s.touch(key, now, kind)
+		s.touch(key, now, as)
 	case !res.Allowed || cost == 0:
 	default:
 		st.entries = compact(st.entries)
-		if err := s.reserve(sh, key, now, logBytes(st.entries), kind); err != nil {
+		client, err := s.reserve(sh, key, now, logBytes(st.entries), as)
+		if err != nil {
 			return bucket.Result{}, err
 		}
 		if sh.logs == nil {
@@ -227,7 +230,7 @@ func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 		}
 		sh.logs[key] = st
 		s.noteWrite(sh, key, st.expiresAt())
-		s.touch(key, now, kind)
+		s.track(key, now, as.Kind, client)
 	}
 	return res, nil
 }
@@ -289,7 +292,7 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 	case !ok:
 	default:
 		next.Leases = compact(next.Leases)
-		if err := s.reserve(sh, key, now, leaseBytes(next.Leases), Pinned); err != nil {
+		if _, err := s.reserve(sh, key, now, leaseBytes(next.Leases), Use{}); err != nil {
 			return LeaseID{}, bucket.Result{}, false, err
 		}
 		if sh.leases == nil {

@@ -19,13 +19,16 @@ type Stats struct {
 	// counted), and EvictedLRU the live states of evictable keys evicted
 	// for it, least recently used first (see the package doc).
 	EvictedExpired, EvictedLRU uint64
+	// ClientRefused counts new keys refused because their client had
+	// Config.MaxKeysPerClient live keys.
+	ClientRefused uint64
 	// Clamped counts token states a take found further ahead than the
 	// limit's horizon (made under another limit, or corrupt) and read as
 	// an empty bucket.
 	Clamped uint64
 }
 
-// Stats returns the store's counters. It is cheap (six atomic loads) and
+// Stats returns the store's counters. It is cheap (seven atomic loads) and
 // never blocks. Under concurrent use the values may be momentarily
 // inconsistent with each other.
 func (s *Store) Stats() Stats {
@@ -37,6 +40,7 @@ func (s *Store) Stats() Stats {
 
 		EvictedExpired: s.evictedExpired.Load(),
 		EvictedLRU:     s.evictedLRU.Load(),
+		ClientRefused:  s.clientRefused.Load(),
 	}
 }
 

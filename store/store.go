@@ -20,9 +20,12 @@ type Store struct {
 	// unless Config.TrackChanges (see changes.go).
 	changes    []changeLog
 	maxChanges int // per shard
-	// recent[i] maps the evictable keys of shards[i] to their last use,
-	// guarded by its lock; nil unless Config.MaxBytes (see evict.go).
-	recent []map[uint64]uint32
+	// meta[i] maps the evictable keys and the clients' keys of shards[i]
+	// to their last use and creator, guarded by its lock; nil unless
+	// Config.MaxBytes or MaxKeysPerClient (see evict.go).
+	meta         []map[uint64]keyMeta
+	clients      clientKeys
+	maxPerClient int64
 
 	// Counters, on their own cache line: they change only when a key is
 	// inserted, removed or resized, never on the hot path of an existing
@@ -35,6 +38,7 @@ type Store struct {
 	// new key over the cap: expired ones, and live evictable ones.
 	evictedExpired atomic.Uint64
 	evictedLRU     atomic.Uint64
+	clientRefused  atomic.Uint64
 	// clamped counts token states found beyond their limit's horizon
 	// (see bucket.ClampToken).
 	clamped atomic.Uint64
@@ -52,12 +56,14 @@ func New(cfg Config) (*Store, error) {
 		shards:   make([]shard, cfg.Shards),
 		shift:    uint(64 - bits.TrailingZeros(uint(cfg.Shards))),
 		maxBytes: cfg.MaxBytes,
+
+		maxPerClient: cfg.MaxKeysPerClient,
 	}
 	for i := range s.shards {
 		s.shards[i].sweepAt = math.MaxInt64
 	}
-	if cfg.MaxBytes > 0 {
-		s.recent = make([]map[uint64]uint32, cfg.Shards)
+	if cfg.MaxBytes > 0 || cfg.MaxKeysPerClient > 0 {
+		s.meta = make([]map[uint64]keyMeta, cfg.Shards)
 	}
 	if cfg.TrackChanges {
 		s.changes = make([]changeLog, cfg.Shards)
@@ -97,27 +103,27 @@ func (s *Store) shardOf(key uint64) *shard {
 // through from package bucket. As for package bucket, l must have passed
 // l.Validate(): the store does not check it again on every take.
 func (s *Store) Take(key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
-	return s.TakeKind(key, l, now, cost, Pinned)
+	return s.TakeAs(key, l, now, cost, Use{})
 }
 
-// TakeKind is Take for a key of the given kind: an Evictable key's use is
-// recorded, and it may be evicted when the store is full (see the package
-// doc's "Eviction"). The kind of a key is that of its last take.
-func (s *Store) TakeKind(key uint64, l bucket.Limit, now, cost int64, kind Kind) (bucket.Result, error) {
+// TakeAs is Take for a key used as as says: an Evictable key's use is
+// recorded, and it may be evicted when the store is full; a new key of
+// as.Client counts against Config.MaxKeysPerClient (see the package doc).
+func (s *Store) TakeAs(key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	switch l.Algorithm {
 	case bucket.TokenBucket:
-		return s.takeToken(s.shardOf(key), key, l, now, cost, kind)
+		return s.takeToken(s.shardOf(key), key, l, now, cost, as)
 	case bucket.FixedWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false, kind)
+		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false, as)
 	case bucket.SlidingWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost, false, kind)
+		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost, false, as)
 	case bucket.FixedWindowHits:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.hits, bucket.TakeFixedWindowHits, key, l, now, cost, true, kind)
+		return s.takeWindow(sh, &sh.hits, bucket.TakeFixedWindowHits, key, l, now, cost, true, as)
 	case bucket.SlidingLog:
-		return s.takeLog(s.shardOf(key), key, l, now, cost, kind)
+		return s.takeLog(s.shardOf(key), key, l, now, cost, as)
 	case bucket.Concurrency:
 		return bucket.Result{}, fmt.Errorf("%w: Take on a concurrency limit, use Acquire/Release", ErrWrongAlgorithm)
 	default:

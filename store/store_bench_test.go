@@ -69,7 +69,7 @@ func BenchmarkTakeTokenEvictable(b *testing.B) {
 			x := uint64(n)
 			for i := range keys {
 				keys[i] = splitmix64(&x)
-				if _, err := s.TakeKind(keys[i], benchLimit, t0, 1, Evictable); err != nil {
+				if _, err := s.TakeAs(keys[i], benchLimit, t0, 1, Use{Kind: Evictable}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -78,7 +78,7 @@ func BenchmarkTakeTokenEvictable(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				// A new second now and then, so that the use is rewritten.
-				if _, err := s.TakeKind(keys[i&mask], benchLimit, t0+int64(i)*ms, 1, Evictable); err != nil {
+				if _, err := s.TakeAs(keys[i&mask], benchLimit, t0+int64(i)*ms, 1, Use{Kind: Evictable}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -157,7 +157,7 @@ func benchStore10M(b *testing.B, cfg Config, kind Kind) {
 		s := newStore(b, cfg)
 		x := uint64(i)
 		for range n {
-			if _, err := s.TakeKind(splitmix64(&x), benchLimit, t0, 1, kind); err != nil {
+			if _, err := s.TakeAs(splitmix64(&x), benchLimit, t0, 1, Use{Kind: kind}); err != nil {
 				b.Fatal(err)
 			}
 		}

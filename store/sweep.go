@@ -30,9 +30,9 @@ func (s *Store) Sweep(now int64) int {
 func (s *Store) sweepLocked(sh *shard, now int64) int {
 	var sw sweeper
 	sw.now, sw.next = now, math.MaxInt64
-	recent := s.recentAt(sh)
-	if recent != nil {
-		sw.recent, sw.recentBefore = *recent, len(*recent)
+	meta := s.metaAt(sh)
+	if meta != nil {
+		sw.meta, sw.metaBefore, sw.clients = *meta, len(*meta), &s.clients
 	}
 	sh.tokens = sweepMap(&sw, sh.tokens,
 		func(v bucket.TokenState) int64 { return v.ExpiresAt() },
@@ -45,8 +45,8 @@ func (s *Store) sweepLocked(sh *shard, now int64) int {
 	sh.leases = sweepMap(&sw, sh.leases, bucket.LeaseState.ExpiresAt,
 		func(v bucket.LeaseState) int64 { return leaseBytes(v.Leases) })
 	sh.sweepAt = sw.next
-	if recent != nil {
-		*recent = shrunk(sw.recent, sw.recentBefore)
+	if meta != nil {
+		*meta = shrunk(sw.meta, sw.metaBefore)
 	}
 	if sw.removed > 0 {
 		s.keys.Add(-sw.removed)
@@ -64,11 +64,12 @@ type sweeper struct {
 	next    int64 // the earliest ExpiresAt among the survivors
 	removed int64 // states dropped
 	freed   int64 // their estimated bytes
-	// recent is the shard's map of evictable keys' last uses (nil if
-	// none): a dropped key leaves it too. recentBefore is its length
-	// before the sweep.
-	recent       map[uint64]uint32
-	recentBefore int
+	// meta is the shard's map of evictable and clients' keys (nil if
+	// none): a dropped key leaves it too, and its client's count.
+	// metaBefore is its length before the sweep.
+	meta       map[uint64]keyMeta
+	metaBefore int
+	clients    *clientKeys
 }
 
 // rebuildMin is the map length from which a sweep that leaves less than a
@@ -89,10 +90,11 @@ func sweepMap[V any](sw *sweeper, m map[uint64]V, expires func(V) int64, size fu
 			delete(m, k)
 			sw.removed++
 			sw.freed += size(v)
-			if len(sw.recent) > 0 {
-				if _, ok := sw.recent[k]; ok {
-					delete(sw.recent, k)
-					sw.freed += recentEntryBytes
+			if len(sw.meta) > 0 {
+				if km, ok := sw.meta[k]; ok {
+					delete(sw.meta, k)
+					sw.freed += metaEntryBytes
+					sw.clients.release(km.client)
 				}
 			}
 		} else if exp < sw.next {
@@ -139,15 +141,16 @@ func (s *Store) DeleteIf(pred func(key uint64) bool) int {
 		maps.DeleteFunc(sh.hits, func(k uint64, _ bucket.WindowState) bool { return del(k, windowEntryBytes) })
 		maps.DeleteFunc(sh.logs, func(k uint64, v logState) bool { return del(k, logBytes(v.entries)) })
 		maps.DeleteFunc(sh.leases, func(k uint64, v bucket.LeaseState) bool { return del(k, leaseBytes(v.Leases)) })
-		if recent := s.recentAt(sh); recent != nil && len(*recent) > 0 {
-			maps.DeleteFunc(*recent, func(k uint64, _ uint32) bool {
+		if meta := s.metaAt(sh); meta != nil && len(*meta) > 0 {
+			maps.DeleteFunc(*meta, func(k uint64, km keyMeta) bool {
 				if pred(k) {
-					freed += recentEntryBytes
+					freed += metaEntryBytes
+					s.clients.release(km.client)
 					return true
 				}
 				return false
 			})
-			*recent = nilIfEmpty(*recent)
+			*meta = nilIfEmpty(*meta)
 		}
 		s.bytes.Add(-freed)
 		if removed > 0 {
