@@ -33,6 +33,8 @@ type Limiter struct {
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
 	maxLeaseTTL  time.Duration
+	// maxKeysPerClient: Config.Store.MaxKeysPerClient, for its error.
+	maxKeysPerClient int64
 	// peersAuthenticated: Config.PeersAuthenticated (admitsHandoff).
 	peersAuthenticated bool
 	policies           atomic.Pointer[policy.Set]

@@ -68,6 +68,10 @@ type Forwarded struct {
 	// policy's: the owner stores the key as store.Evictable (but for a
 	// concurrency limit: a live lease is never evicted).
 	Inline bool
+	// Client is the tag of the client the check is for (HolderTag of its
+	// identity; 0 for none): a new key counts against its cap of live keys
+	// on the owner.
+	Client uint64
 }
 
 // Answer is an owner's answer to one Forwarded item.

@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of them (or one
 // of package bucket's, for errors raised by the algorithms), so test them
@@ -14,7 +17,8 @@ var (
 	// ErrClientFull is returned when a new key of a client (Use.Client)
 	// is refused because the client has Config.MaxKeysPerClient live keys.
 	// Keys that already have a state keep working, for every client.
-	ErrClientFull = errors.New("store: client's key cap reached")
+	// It wraps ErrFull.
+	ErrClientFull = fmt.Errorf("%w: client's key cap reached", ErrFull)
 	// ErrInvalidConfig is returned by New for a Config that fails
 	// validation; the message names the offending field.
 	ErrInvalidConfig = errors.New("store: invalid config")

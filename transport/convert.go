@@ -36,6 +36,7 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	item.Report = f.Report
 	item.Acting = f.Acting
 	item.Inline = f.Inline
+	item.Client = f.Client
 	return item
 }
 
@@ -74,6 +75,7 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		Report: it.GetReport(),
 		Acting: it.GetActing(),
 		Inline: it.GetInline(),
+		Client: it.GetClient(),
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError
