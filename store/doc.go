@@ -58,21 +58,36 @@
 // first, so that a client creating keys cannot lock every other out of new
 // keys; the keys of named policies never are.
 //
-// LRU is approximated as Redis does: with a cap, each shard keeps a map
-// from its Evictable keys to their last use, coarse (now>>30, about a
-// second, a uint32), written by every take of the key (allowed, denied or
-// a read). An eviction samples 5 of the shard's Evictable keys (Go's map
-// iteration starts at a random slot) and evicts the least recently used
-// (every algorithm's state of that key), up to 8 times for one new key.
-// It looks in the new key's shard only, so no operation holds two shard
-// locks: with fewer Evictable keys than shards, a new key may find none in
-// its shard and be refused while other shards hold some. The map costs an
-// Evictable key one more slot, estimated at 40 bytes (its 8-byte key and
-// 4-byte use share a 16-byte slot, as in the token map): 80 bytes for an
-// inline token key instead of 40 (BenchmarkStore10M/evictable); Pinned
-// keys, and every key of a store without a cap, cost nothing more. A
-// state imported from another node (Import) comes without its kind: it is
-// Pinned until its next Evictable take.
+// LRU is approximated as Redis does: each shard keeps a meta map from its
+// Evictable keys to their last use, coarse (now>>30, about a second, a
+// uint32), written by every take of the key (allowed, denied or a read).
+// An eviction samples 5 of the shard's Evictable keys (Go's map iteration
+// starts at a random slot; it reads at most 64 entries to find them) and
+// evicts the least recently used (every algorithm's state of that key), up
+// to 8 times for one new key. It looks in the new key's shard only, so no
+// operation holds two shard locks: with fewer Evictable keys than shards, a
+// new key may find none in its shard and be refused while other shards
+// hold some. The meta map costs an Evictable key one more slot, estimated
+// at 40 bytes (its 8-byte key and 8-byte entry, a 16-byte slot as in the
+// token map): 80 bytes for an inline token key instead of 40
+// (BenchmarkStore10M/evictable). Pinned keys of no client, and every key
+// of a store with neither MaxBytes nor MaxKeysPerClient, cost nothing
+// more. A state imported from another node (Import) comes without its
+// kind: it is Pinned until its next Evictable take.
+//
+// # Keys per client
+//
+// With Config.MaxKeysPerClient set, a new key taken for a client
+// (Use.Client, a 64-bit tag of its identity) counts against that client's
+// cap from its creation until its states are gone (deleted, refilled,
+// swept, evicted), and a new key of a client at the cap is refused with
+// ErrClientFull (which wraps ErrFull). The creator is kept in the meta map
+// beside the last use, as an index into an interned table of clients, in
+// the same 16-byte slot: an Evictable key of a client costs nothing more
+// for it, a Pinned key of a client one slot (40 estimated bytes). Using a
+// key another client created counts against neither. The clients' table
+// has one lock, taken under a shard's lock when a client's key is created
+// or removed.
 //
 // # Handoff
 //
