@@ -38,7 +38,12 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 	} else {
 		jobs = make([]job, 0, len(reqs))
 	}
+	var client string
+	var clientTag uint64
 	for i := range reqs {
+		if reqs[i].Client != client { // one SHA-256 per identity, not per item
+			client, clientTag = reqs[i].Client, HolderTag(reqs[i].Client)
+		}
 		r, err := l.resolve(set, i, &reqs[i])
 		if err != nil {
 			return out[:0], err
@@ -51,7 +56,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 				return out[:0], err
 			}
 		}
-		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, upTo: reqs[i].UpTo, mode: r.mode, grants: r.grants, inline: r.inline(), client: HolderTag(reqs[i].Client)})
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, upTo: reqs[i].UpTo, mode: r.mode, grants: r.grants, inline: r.inline(), client: clientTag})
 	}
 	out = out[:0]
 	for i := range jobs {
