@@ -157,11 +157,12 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 		s.scratch.Put(sc)
 	}()
 	reqs := sc.get(len(items))
+	client := grpcHolder(ctx) // new keys count against its cap
 	for i, it := range items {
 		if err := fromProtoItem(&reqs[i], it.GetKey(), it.GetLimit(), it.GetPolicy(), it.Cost); err != nil {
 			return nil, wire.InvalidArgument(fmt.Sprintf("items[%d].%s", i, err.Field), err.Reason)
 		}
-		reqs[i].UpTo = it.GetUpTo()
+		reqs[i].UpTo, reqs[i].Client = it.GetUpTo(), client
 	}
 	results, err := s.svc.Check(ctx, reqs, sc.res[:0])
 	if err != nil {
@@ -252,6 +253,7 @@ func (s *rateLimiterServer) Grant(ctx context.Context, req *sluicev1.GrantReques
 		}
 		return &sluicev1.GrantResponse{Returned: n}, nil
 	}
+	r.Client = grpcHolder(ctx)
 	granted, res, err := s.svc.Grant(ctx, r, req.GetWant())
 	switch {
 	case err != nil && errors.Is(err, limiter.ErrPeerUnavailable):

@@ -19,6 +19,7 @@ import (
 // serveBatches).
 func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamServer) error {
 	ctx := stream.Context()
+	client := grpcHolder(ctx) // new keys count against its cap
 	recv := func() (*sluicev1.CheckStreamRequest, error) {
 		req := sluicev1.CheckStreamRequestFromVTPool()
 		if err := stream.RecvMsg(req); err != nil {
@@ -29,7 +30,7 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 	}
 	handle := func(req *sluicev1.CheckStreamRequest) *sluicev1.CheckStreamResponse {
 		defer since(s.obsStream, time.Now())
-		resp := s.checkBatch(ctx, req)
+		resp := s.checkBatch(ctx, client, req)
 		req.ReturnToVTPool()
 		return resp
 	}
@@ -60,7 +61,8 @@ func (s *rateLimiterServer) gate(ctx context.Context) *wire.Gate {
 // checkBatch decides one stream message. Items are independent: one that
 // fails validation gets an INVALID_ARGUMENT result naming its field, and
 // the rest are decided without it.
-func (s *rateLimiterServer) checkBatch(ctx context.Context, req *sluicev1.CheckStreamRequest) *sluicev1.CheckStreamResponse {
+// client is the stream's verified client identity ("" for none).
+func (s *rateLimiterServer) checkBatch(ctx context.Context, client string, req *sluicev1.CheckStreamRequest) *sluicev1.CheckStreamResponse {
 	items := req.GetItems()
 	resp := &sluicev1.CheckStreamResponse{Id: req.GetId(), Results: make([]*sluicev1.CheckResult, len(items))}
 	out := make([]sluicev1.CheckResult, len(items))
@@ -93,7 +95,7 @@ func (s *rateLimiterServer) checkBatch(ctx context.Context, req *sluicev1.CheckS
 			out[i].Error = &sluicev1.ItemError{Code: int32(codes.InvalidArgument), Field: err.Field, Message: err.Reason}
 			continue
 		}
-		r.UpTo = it.GetUpTo()
+		r.UpTo, r.Client = it.GetUpTo(), client
 		reqs = append(reqs, r)
 		idx = append(idx, i)
 	}

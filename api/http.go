@@ -264,6 +264,11 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herr)
 		return
 	}
+	if client := tlsHolder(r.TLS); client != "" {
+		for i := range reqs {
+			reqs[i].Client = client // new keys count against its cap
+		}
+	}
 	results, err := a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, len(reqs)))
 	if err != nil {
 		writeError(w, a.checkError(err, inURL, q))

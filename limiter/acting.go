@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // The heir acts for an unreachable owner. A key's local share (FailLocal)
@@ -56,7 +57,7 @@ func (l *Limiter) unreachableAll(ctx context.Context, v *view, hops int, jobs []
 		items := make([]Forwarded, len(group))
 		answers := make([]Answer, len(group))
 		for i, j := range group {
-			items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, Acting: true}
+			items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, Acting: true, Inline: j.inline, Client: j.client}
 		}
 		pctx, cancel := reserveContext(ctx, 2)
 		herr := l.peers.Check(pctx, heir, 0, items, answers)
@@ -167,7 +168,7 @@ func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 	for _, e := range states {
 		_ = l.repl.acting.Import(e, now) // an invalid state was refused when it came
 	}
-	r, err := l.repl.acting.Take(j.hash, j.limit, now, j.cost)
+	r, err := l.repl.acting.TakeAs(j.hash, j.limit, now, j.cost, store.Use{Kind: j.use().Kind})
 	if err != nil {
 		res.Result = bucket.Result{Limit: j.limit.Capacity(), RetryAfter: FallbackRetryAfter}
 		return

@@ -3,11 +3,13 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // Check decides a batch of requests. Every item is validated before any is
@@ -36,7 +38,12 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 	} else {
 		jobs = make([]job, 0, len(reqs))
 	}
+	var client string
+	var clientTag uint64
 	for i := range reqs {
+		if reqs[i].Client != client { // one SHA-256 per identity, not per item
+			client, clientTag = reqs[i].Client, HolderTag(reqs[i].Client)
+		}
 		r, err := l.resolve(set, i, &reqs[i])
 		if err != nil {
 			return out[:0], err
@@ -49,7 +56,7 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 				return out[:0], err
 			}
 		}
-		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, upTo: reqs[i].UpTo, mode: r.mode, grants: r.grants})
+		jobs = append(jobs, job{hash: r.hash, limit: r.limit, cost: reqs[i].Cost, upTo: reqs[i].UpTo, mode: r.mode, grants: r.grants, inline: r.inline(), client: clientTag})
 	}
 	out = out[:0]
 	for i := range jobs {
@@ -106,9 +113,11 @@ type job struct {
 	grantID uint64
 	issuer  string
 	credit  bool
-	report  bool // a fallback report (see reconcile.go)
-	hops    int  // earlier forwards of the job, when decided here
-	acting  bool // sent to this node as the key's heir (see acting.go)
+	report  bool   // a fallback report (see reconcile.go)
+	inline  bool   // the limit is inline: the key is store.Evictable
+	client  uint64 // the client's tag (HolderTag), 0 for none
+	hops    int    // earlier forwards of the job, when decided here
+	acting  bool   // sent to this node as the key's heir (see acting.go)
 	// maybeApplied marks a credit or report whose owner did not answer
 	// after the call may have reached it: it is never sent again.
 	maybeApplied bool
@@ -239,7 +248,7 @@ func (l *Limiter) outOfRing(v *view) bool {
 // this node has not seen join (see awaitState), to be decided there; the
 // failure mode answers if it cannot be reached.
 func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring.Member, now int64) {
-	items := []Forwarded{{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report}}
+	items := []Forwarded{{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report, Inline: j.inline, Client: j.client}}
 	answers := make([]Answer, 1)
 	pctx, cancel := peerContext(ctx)
 	err := l.peers.Check(pctx, owner, 1, items, answers)
@@ -362,10 +371,10 @@ func (l *Limiter) take(ctx context.Context, v *view, j *job, now int64) {
 			err = errCreditElsewhere
 		}
 	case j.report && j.limit.Algorithm == bucket.TokenBucket:
-		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+		j.granted, res.Result, err = l.store.TakeUpToAs(j.hash, j.limit, now, j.cost, j.use())
 		res.Allowed = true // counted as far as the bucket goes: never denied
 	case j.upTo:
-		j.granted, res.Result, err = l.store.TakeUpTo(j.hash, j.limit, now, j.cost)
+		j.granted, res.Result, err = l.store.TakeUpToAs(j.hash, j.limit, now, j.cost, j.use())
 		if err == nil && j.granted > 0 {
 			j.grantID, j.issuer = l.ledger.record(j.hash, j.granted, now, now+int64(l.grants.Config().TTL)), l.name
 		}
@@ -373,11 +382,24 @@ func (l *Limiter) take(ctx context.Context, v *view, j *job, now int64) {
 		// Cost 0 on a concurrency limit reads the in-flight count.
 		_, res.Result, err = l.store.Acquire(j.hash, j.limit, now, 0, time.Second)
 	default:
-		res.Result, err = l.store.Take(j.hash, j.limit, now, j.cost)
+		res.Result, err = l.store.TakeAs(j.hash, j.limit, now, j.cost, j.use())
 	}
 	if err != nil {
+		if errors.Is(err, store.ErrClientFull) {
+			err = fmt.Errorf("%w: the client identity has %d live keys on this node, the cap of sluice serve --max-keys-per-client %d", store.ErrClientFull, l.maxKeysPerClient, l.maxKeysPerClient)
+		}
 		res.Err, res.Allowed = err, false
 	} else if res.Remaining == 0 && (res.Allowed || j.granted > 0) {
 		l.spentOut()
 	}
+}
+
+// use says how j uses its key in the store: evictable for an inline
+// limit, and for which client.
+func (j *job) use() store.Use {
+	u := store.Use{Client: j.client}
+	if j.inline {
+		u.Kind = store.Evictable
+	}
+	return u
 }

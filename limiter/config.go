@@ -120,7 +120,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, shares: shares, ringCfg: cfg.Ring, peers: cfg.Peers,
-		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL,
+		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL, maxKeysPerClient: cfg.Store.MaxKeysPerClient,
 		peersAuthenticated: cfg.PeersAuthenticated}
 	if l.peers != nil {
 		l.peers = suspectGate{Peers: l.peers, l: l}

@@ -107,7 +107,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	items := make([]Forwarded, len(jobs))
 	answers := make([]Answer, len(jobs))
 	for i, j := range jobs {
-		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report}
+		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report, Inline: j.inline, Client: j.client}
 	}
 	pctx, cancel := peerContext(ctx)
 	// An owner that has just joined and does not know this node yet

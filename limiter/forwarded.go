@@ -29,7 +29,7 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	now := l.clock().UnixNano()
 	returns, acting := false, false
 	for i, it := range items {
-		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, acting: it.Acting, res: &results[i]}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, upTo: it.UpTo, credit: it.Credit, report: it.Report, acting: it.Acting, inline: it.Inline, client: it.Client, res: &results[i]}
 		returns = returns || it.Return != 0
 		acting = acting || it.Acting
 	}

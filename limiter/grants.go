@@ -120,7 +120,7 @@ func (l *Limiter) Grant(ctx context.Context, req Request, want int64) (Granted, 
 		return Granted{}, Result{}, err
 	}
 	res := Result{Policy: r.policy, Period: r.limit.Period, Quota: r.limit.Limit, Burst: r.limit.Capacity()}
-	jobs := []job{{hash: r.hash, limit: r.limit, cost: want, upTo: true, mode: r.mode, res: &res}}
+	jobs := []job{{hash: r.hash, limit: r.limit, cost: want, upTo: true, mode: r.mode, inline: r.inline(), client: HolderTag(req.Client), res: &res}}
 	l.decide(ctx, l.view.Load(), 0, false, jobs, l.clock().UnixNano())
 	if res.Err != nil {
 		return Granted{}, res, res.Err

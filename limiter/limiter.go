@@ -33,6 +33,8 @@ type Limiter struct {
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
 	maxLeaseTTL  time.Duration
+	// maxKeysPerClient: Config.Store.MaxKeysPerClient, for its error.
+	maxKeysPerClient int64
 	// peersAuthenticated: Config.PeersAuthenticated (admitsHandoff).
 	peersAuthenticated bool
 	policies           atomic.Pointer[policy.Set]
@@ -111,6 +113,10 @@ type resolved struct {
 	maxTTL time.Duration // the policy's max_ttl; 0 for none
 	hash   uint64
 }
+
+// inline reports whether r's limit is inline (the client's), not a named
+// policy's: its key may be evicted when the store is full.
+func (r *resolved) inline() bool { return r.policy == "" }
 
 // resolve validates one item and derives its identity.
 func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) {

@@ -130,6 +130,9 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, set *policy.Set) (*m
 			Namespace: "sluice", Name: "store_refused_keys_total",
 			Help: "New keys refused because the store reached its memory cap.",
 		}, func() float64 { return float64(st.Stats().Refused) }),
+		&evictionsCollector{st: st, desc: prometheus.NewDesc("sluice_store_evictions_total",
+			"States dropped to admit a new key at the store's memory cap, by reason: expired (swept early), lru (a live inline-limit key, least recently used first).",
+			[]string{"reason"}, nil)},
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -269,4 +272,19 @@ func (m *metrics) observe(req *Request, hash uint64, a bucket.Algorithm, r *Resu
 	if a <= bucket.LastAlgorithm {
 		m.checks.Load().of(req.Policy)[a][outcomeOf(r)].Inc()
 	}
+}
+
+// evictionsCollector reads the store's eviction counters at each scrape,
+// one series per reason.
+type evictionsCollector struct {
+	st   *store.Store
+	desc *prometheus.Desc
+}
+
+func (c *evictionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *evictionsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.st.Stats()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(s.EvictedExpired), "expired")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(s.EvictedLRU), "lru")
 }

@@ -64,6 +64,14 @@ type Forwarded struct {
 	// its replica, the owner being unreachable from the sender (see
 	// acting.go).
 	Acting bool
+	// Inline marks the item's limit as the client's own, not a named
+	// policy's: the owner stores the key as store.Evictable (but for a
+	// concurrency limit: a live lease is never evicted).
+	Inline bool
+	// Client is the tag of the client the check is for (HolderTag of its
+	// identity; 0 for none): a new key counts against its cap of live keys
+	// on the owner.
+	Client uint64
 }
 
 // Answer is an owner's answer to one Forwarded item.

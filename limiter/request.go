@@ -59,6 +59,11 @@ type Request struct {
 	// configuration (the Envoy RLS rules), not from the caller: the policy
 	// file's allow_inline: false does not refuse it.
 	Trusted bool
+	// Client is the verified identity of the client (its certificate's,
+	// under mTLS), or "" when it has none: a new key counts against the
+	// client's cap of live keys (Config.Store.MaxKeysPerClient) on its
+	// owner.
+	Client string
 	// Cost is the number of units to spend; 0 reads usage.
 	Cost int64
 	// UpTo makes the request a grant (token buckets only, Cost 1 to the

@@ -245,6 +245,7 @@ func DefaultConfig() Config {
 	}
 	st := store.DefaultConfig()
 	st.MaxBytes, _ = DefaultStoreMaxBytes(HostMemory())
+	st.MaxKeysPerClient = DefaultMaxKeysPerClient(st.MaxBytes)
 	return Config{
 		NodeName:        host,
 		GRPCAddr:        ":8081",

@@ -146,3 +146,19 @@ func DefaultStoreMaxBytes(s MemorySource) (int64, string) {
 	const mib = 1 << 20
 	return int64(float64(avail)*StoreMemoryShare) / mib * mib, from
 }
+
+// ClientKeyShare is the share of the store's cap that one client identity's
+// keys may fill by default (DefaultMaxKeysPerClient).
+const ClientKeyShare = 0.25
+
+// ClientKeyBytes is what the store's estimate counts for a client's token
+// bucket key under its cap: the state (40 bytes) and the slot that names
+// its creator (40 bytes).
+const ClientKeyBytes = 80
+
+// DefaultMaxKeysPerClient is the cap of live keys per client identity
+// (Store.MaxKeysPerClient) for a store capped at maxBytes: a quarter of
+// the cap, at ClientKeyBytes a key. 0 (no cap) for an uncapped store.
+func DefaultMaxKeysPerClient(maxBytes int64) int64 {
+	return int64(float64(maxBytes) * ClientKeyShare / ClientKeyBytes)
+}

@@ -19,9 +19,17 @@ type Config struct {
 	// 0 means DefaultShards.
 	Shards int
 	// MaxBytes caps the estimated memory of stored states; 0 means no cap.
-	// When reached, new keys are refused with ErrFull (live ones are never
-	// evicted). See Stats.Bytes for what the estimate covers.
+	// When reached, a new key evicts expired states, then live Evictable
+	// keys, least recently used first, of its shard; with none left it is
+	// refused with ErrFull (see the package doc). See Stats.Bytes for what
+	// the estimate covers.
 	MaxBytes int64
+	// MaxKeysPerClient caps the live keys each client creates (Use.Client,
+	// counted from a key's creation until its states are gone: deleted,
+	// expired or evicted); a new key of a client at the cap is refused
+	// with ErrClientFull. 0 means no cap; keys of no client are never
+	// capped.
+	MaxKeysPerClient int64
 	// TrackChanges keeps a log of the keys written since the last
 	// ExportChanged, for replicating them (see changes.go). Off, writes
 	// cost nothing extra.
@@ -64,6 +72,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Shards must be a power of two, got %d", ErrInvalidConfig, c.Shards)
 	case c.MaxChanges < 0:
 		return fmt.Errorf("%w: MaxChanges must be >= 0 (0 = default), got %d", ErrInvalidConfig, c.MaxChanges)
+	case c.MaxKeysPerClient < 0:
+		return fmt.Errorf("%w: MaxKeysPerClient must be >= 0 (0 = no cap), got %d", ErrInvalidConfig, c.MaxKeysPerClient)
 	case c.MaxBytes < 0:
 		return fmt.Errorf("%w: MaxBytes must be >= 0 (0 = no cap), got %d", ErrInvalidConfig, c.MaxBytes)
 	}

@@ -36,6 +36,7 @@ func TestConfigValidation(t *testing.T) {
 		{"not a power of two", Config{Shards: 3}, "Shards"},
 		{"too many shards", Config{Shards: MaxShards * 2}, "Shards"},
 		{"negative max bytes", Config{Shards: 16, MaxBytes: -1}, "MaxBytes"},
+		{"negative max keys per client", Config{Shards: 16, MaxKeysPerClient: -1}, "MaxKeysPerClient"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := New(tc.cfg)

@@ -17,6 +17,7 @@ func (s *Store) Extract(now int64, keys []uint64) []Entry {
 			s.keys.Add(-removed)
 			s.bytes.Add(-freed)
 		}
+		s.untrack(k)
 		sh.mu.Unlock()
 	}
 	return out
@@ -56,6 +57,7 @@ func (s *Store) Delete(keys []uint64) int {
 			s.bytes.Add(-freed)
 			n += int(removed)
 		}
+		s.untrack(k)
 		sh.mu.Unlock()
 	}
 	return n

@@ -12,6 +12,11 @@ import (
 // one-unit take, with its RetryAfter. It serves grants: a node that is not
 // a key's owner asks the owner for a batch of tokens to spend locally.
 func (s *Store) TakeUpTo(key uint64, l bucket.Limit, now, most int64) (int64, bucket.Result, error) {
+	return s.TakeUpToAs(key, l, now, most, Use{})
+}
+
+// TakeUpToAs is TakeUpTo for a key taken as as says (see TakeAs).
+func (s *Store) TakeUpToAs(key uint64, l bucket.Limit, now, most int64, as Use) (int64, bucket.Result, error) {
 	if l.Algorithm != bucket.TokenBucket {
 		return 0, bucket.Result{}, fmt.Errorf("%w: TakeUpTo takes a token bucket, not %s", ErrWrongAlgorithm, l.Algorithm)
 	}
@@ -21,16 +26,16 @@ func (s *Store) TakeUpTo(key uint64, l bucket.Limit, now, most int64) (int64, bu
 	sh := s.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	peek, err := s.takeTokenLocked(sh, key, l, now, 0)
+	peek, err := s.takeTokenLocked(sh, key, l, now, 0, as)
 	if err != nil {
 		return 0, bucket.Result{}, err
 	}
 	n := min(most, peek.Remaining)
 	if n <= 0 {
-		res, err := s.takeTokenLocked(sh, key, l, now, 1)
+		res, err := s.takeTokenLocked(sh, key, l, now, 1, as)
 		return 0, res, err
 	}
-	res, err := s.takeTokenLocked(sh, key, l, now, n)
+	res, err := s.takeTokenLocked(sh, key, l, now, n, as)
 	if err != nil || !res.Allowed {
 		return 0, res, err
 	}
@@ -50,7 +55,7 @@ func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucke
 	defer sh.mu.Unlock()
 	old, ok := sh.tokens[key]
 	if !ok || tokenIsZero(old, now) {
-		res, err := s.takeTokenLocked(sh, key, l, now, 0)
+		res, err := s.takeTokenLocked(sh, key, l, now, 0, Use{})
 		return 0, res, err
 	}
 	in := old
@@ -63,7 +68,7 @@ func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucke
 		return 0, bucket.Result{}, err
 	case tokenIsZero(next, now):
 		delete(sh.tokens, key)
-		s.forget(tokenEntryBytes)
+		s.drop(sh, key, tokenEntryBytes)
 	case next != old:
 		sh.tokens[key] = next
 		s.noteToken(sh, key, next)

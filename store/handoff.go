@@ -162,7 +162,7 @@ func (s *Store) put(e Entry, now int64, merge bool) error {
 			e.Token = mergeToken(old, e.Token)
 		}
 		if !ok {
-			if err := s.reserve(sh, now, tokenEntryBytes); err != nil {
+			if _, err := s.reserve(sh, e.Key, now, tokenEntryBytes, Use{}); err != nil {
 				return err
 			}
 			if sh.tokens == nil {
@@ -187,7 +187,7 @@ func (s *Store) put(e Entry, now int64, merge bool) error {
 		if ok {
 			s.bytes.Add(logBytes(st.entries) - logBytes(old.entries))
 		} else {
-			if err := s.reserve(sh, now, logBytes(st.entries)); err != nil {
+			if _, err := s.reserve(sh, e.Key, now, logBytes(st.entries), Use{}); err != nil {
 				return err
 			}
 			if sh.logs == nil {
@@ -205,7 +205,7 @@ func (s *Store) put(e Entry, now int64, merge bool) error {
 		if ok {
 			s.bytes.Add(leaseBytes(st.Leases) - leaseBytes(old.Leases))
 		} else {
-			if err := s.reserve(sh, now, leaseBytes(st.Leases)); err != nil {
+			if _, err := s.reserve(sh, e.Key, now, leaseBytes(st.Leases), Use{}); err != nil {
 				return err
 			}
 			if sh.leases == nil {
@@ -225,7 +225,7 @@ func (s *Store) importWindow(sh *shard, m *map[uint64]bucket.WindowState, key ui
 		w = mergeWindow(old, w, sliding)
 	}
 	if !ok {
-		if err := s.reserve(sh, now, windowEntryBytes); err != nil {
+		if _, err := s.reserve(sh, key, now, windowEntryBytes, Use{}); err != nil {
 			return err
 		}
 		if *m == nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,6 +43,14 @@ func recount(s *Store) (keys, bytes int64) {
 		}
 		for _, v := range sh.leases {
 			bytes += leaseBytes(v.Leases)
+		}
+		if s.meta != nil {
+			for k := range s.meta[i] {
+				if !hasAny(sh, k) {
+					panic(fmt.Sprintf("evictable key %x tracked without a state", k))
+				}
+			}
+			bytes += int64(len(s.meta[i])) * metaEntryBytes
 		}
 		sh.mu.Unlock()
 	}

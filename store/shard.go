@@ -94,14 +94,14 @@ func leasesIsZero(st bucket.LeaseState, now int64) bool {
 
 // takeToken is Take for token buckets. For an existing key it does not
 // allocate.
-func (s *Store) takeToken(sh *shard, key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+func (s *Store) takeToken(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return s.takeTokenLocked(sh, key, l, now, cost)
+	return s.takeTokenLocked(sh, key, l, now, cost, as)
 }
 
 // takeTokenLocked is takeToken with sh.mu held.
-func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	old, ok := sh.tokens[key]
 	in := old
 	if ok && tokenIsZero(old, now) {
@@ -120,16 +120,18 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 	case tokenIsZero(next, now):
 		if ok {
 			delete(sh.tokens, key)
-			s.forget(tokenEntryBytes)
+			s.drop(sh, key, tokenEntryBytes)
 		}
 	case ok:
 		if next != old {
 			sh.tokens[key] = next
 			s.noteToken(sh, key, next)
 		}
+		s.touch(key, now, as)
 	case !res.Allowed || cost == 0: // a new key is never inserted by a read or a deny
 	default:
-		if err := s.reserve(sh, now, tokenEntryBytes); err != nil {
+		client, err := s.reserve(sh, key, now, tokenEntryBytes, as)
+		if err != nil {
 			return bucket.Result{}, err
 		}
 		if sh.tokens == nil {
@@ -137,6 +139,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 		}
 		sh.tokens[key] = next
 		s.noteToken(sh, key, next)
+		s.track(key, now, as.Kind, client)
 	}
 	return res, nil
 }
@@ -147,7 +150,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 // inserts a new key like an allowed one.
 func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 	take func(bucket.WindowState, bucket.Limit, int64, int64) (bucket.WindowState, bucket.Result, error),
-	key uint64, l bucket.Limit, now, cost int64, countsDenied bool) (bucket.Result, error) {
+	key uint64, l bucket.Limit, now, cost int64, countsDenied bool, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, ok := (*m)[key]
@@ -162,16 +165,18 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 	case windowIsZero(next, now):
 		if ok {
 			delete(*m, key)
-			s.forget(windowEntryBytes)
+			s.drop(sh, key, windowEntryBytes)
 		}
 	case ok:
 		if next != old {
 			(*m)[key] = next
 			s.noteWrite(sh, key, next.ExpiresAt())
 		}
+		s.touch(key, now, as)
 	case cost == 0 || !res.Allowed && !countsDenied:
 	default:
-		if err := s.reserve(sh, now, windowEntryBytes); err != nil {
+		client, err := s.reserve(sh, key, now, windowEntryBytes, as)
+		if err != nil {
 			return bucket.Result{}, err
 		}
 		if *m == nil {
@@ -179,12 +184,13 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 		}
 		(*m)[key] = next
 		s.noteWrite(sh, key, next.ExpiresAt())
+		s.track(key, now, as.Kind, client)
 	}
 	return res, nil
 }
 
 // takeLog is Take for sliding logs.
-func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, ok := sh.logs[key]
@@ -204,17 +210,19 @@ func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64) 
 	case st.isZero(now):
 		if ok {
 			delete(sh.logs, key)
-			s.forget(oldBytes)
+			s.drop(sh, key, oldBytes)
 		}
 	case ok:
 		st.entries = compact(st.entries)
 		sh.logs[key] = st
 		s.bytes.Add(logBytes(st.entries) - oldBytes)
 		s.noteWrite(sh, key, st.expiresAt())
+		s.touch(key, now, as)
 	case !res.Allowed || cost == 0:
 	default:
 		st.entries = compact(st.entries)
-		if err := s.reserve(sh, now, logBytes(st.entries)); err != nil {
+		client, err := s.reserve(sh, key, now, logBytes(st.entries), as)
+		if err != nil {
 			return bucket.Result{}, err
 		}
 		if sh.logs == nil {
@@ -222,6 +230,7 @@ func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64) 
 		}
 		sh.logs[key] = st
 		s.noteWrite(sh, key, st.expiresAt())
+		s.track(key, now, as.Kind, client)
 	}
 	return res, nil
 }
@@ -273,7 +282,7 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 	case leasesIsZero(next, now):
 		if found {
 			delete(sh.leases, key)
-			s.forget(oldBytes)
+			s.drop(sh, key, oldBytes)
 		}
 	case found:
 		next.Leases = compact(next.Leases)
@@ -283,7 +292,7 @@ func (s *Store) acquire(sh *shard, key uint64, l bucket.Limit, now, cost int64, 
 	case !ok:
 	default:
 		next.Leases = compact(next.Leases)
-		if err := s.reserve(sh, now, leaseBytes(next.Leases)); err != nil {
+		if _, err := s.reserve(sh, key, now, leaseBytes(next.Leases), Use{}); err != nil {
 			return LeaseID{}, bucket.Result{}, false, err
 		}
 		if sh.leases == nil {
@@ -340,7 +349,7 @@ func (s *Store) release(sh *shard, key uint64, l bucket.Limit, now int64, id Lea
 	}
 	if leasesIsZero(next, now) {
 		delete(sh.leases, key)
-		s.forget(oldBytes)
+		s.drop(sh, key, oldBytes)
 	} else {
 		next.Leases = compact(next.Leases)
 		sh.leases[key] = next

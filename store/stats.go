@@ -14,13 +14,21 @@ type Stats struct {
 	Bytes int64
 	// Refused counts new keys refused because of Config.MaxBytes.
 	Refused uint64
+	// EvictedExpired counts the expired states dropped to admit a new key
+	// at Config.MaxBytes (the sweep of its shard; periodic sweeps are not
+	// counted), and EvictedLRU the live states of evictable keys evicted
+	// for it, least recently used first (see the package doc).
+	EvictedExpired, EvictedLRU uint64
+	// ClientRefused counts new keys refused because their client had
+	// Config.MaxKeysPerClient live keys.
+	ClientRefused uint64
 	// Clamped counts token states a take found further ahead than the
 	// limit's horizon (made under another limit, or corrupt) and read as
 	// an empty bucket.
 	Clamped uint64
 }
 
-// Stats returns the store's counters. It is cheap (four atomic loads) and
+// Stats returns the store's counters. It is cheap (seven atomic loads) and
 // never blocks. Under concurrent use the values may be momentarily
 // inconsistent with each other.
 func (s *Store) Stats() Stats {
@@ -29,6 +37,10 @@ func (s *Store) Stats() Stats {
 		Bytes:   s.bytes.Load(),
 		Refused: s.refused.Load(),
 		Clamped: s.clamped.Load(),
+
+		EvictedExpired: s.evictedExpired.Load(),
+		EvictedLRU:     s.evictedLRU.Load(),
+		ClientRefused:  s.clientRefused.Load(),
 	}
 }
 

@@ -20,6 +20,12 @@ type Store struct {
 	// unless Config.TrackChanges (see changes.go).
 	changes    []changeLog
 	maxChanges int // per shard
+	// meta[i] maps the evictable keys and the clients' keys of shards[i]
+	// to their last use and creator, guarded by its lock; nil unless
+	// Config.MaxBytes or MaxKeysPerClient (see evict.go).
+	meta         []map[uint64]keyMeta
+	clients      clientKeys
+	maxPerClient int64
 
 	// Counters, on their own cache line: they change only when a key is
 	// inserted, removed or resized, never on the hot path of an existing
@@ -28,6 +34,11 @@ type Store struct {
 	keys    atomic.Int64
 	bytes   atomic.Int64
 	refused atomic.Uint64
+	// evictedExpired and evictedLRU count the states dropped to admit a
+	// new key over the cap: expired ones, and live evictable ones.
+	evictedExpired atomic.Uint64
+	evictedLRU     atomic.Uint64
+	clientRefused  atomic.Uint64
 	// clamped counts token states found beyond their limit's horizon
 	// (see bucket.ClampToken).
 	clamped atomic.Uint64
@@ -45,9 +56,14 @@ func New(cfg Config) (*Store, error) {
 		shards:   make([]shard, cfg.Shards),
 		shift:    uint(64 - bits.TrailingZeros(uint(cfg.Shards))),
 		maxBytes: cfg.MaxBytes,
+
+		maxPerClient: cfg.MaxKeysPerClient,
 	}
 	for i := range s.shards {
 		s.shards[i].sweepAt = math.MaxInt64
+	}
+	if cfg.MaxBytes > 0 || cfg.MaxKeysPerClient > 0 {
+		s.meta = make([]map[uint64]keyMeta, cfg.Shards)
 	}
 	if cfg.TrackChanges {
 		s.changes = make([]changeLog, cfg.Shards)
@@ -87,20 +103,27 @@ func (s *Store) shardOf(key uint64) *shard {
 // through from package bucket. As for package bucket, l must have passed
 // l.Validate(): the store does not check it again on every take.
 func (s *Store) Take(key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
+	return s.TakeAs(key, l, now, cost, Use{})
+}
+
+// TakeAs is Take for a key used as as says: an Evictable key's use is
+// recorded, and it may be evicted when the store is full; a new key of
+// as.Client counts against Config.MaxKeysPerClient (see the package doc).
+func (s *Store) TakeAs(key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	switch l.Algorithm {
 	case bucket.TokenBucket:
-		return s.takeToken(s.shardOf(key), key, l, now, cost)
+		return s.takeToken(s.shardOf(key), key, l, now, cost, as)
 	case bucket.FixedWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false)
+		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false, as)
 	case bucket.SlidingWindow:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost, false)
+		return s.takeWindow(sh, &sh.sliding, bucket.TakeSlidingWindow, key, l, now, cost, false, as)
 	case bucket.FixedWindowHits:
 		sh := s.shardOf(key)
-		return s.takeWindow(sh, &sh.hits, bucket.TakeFixedWindowHits, key, l, now, cost, true)
+		return s.takeWindow(sh, &sh.hits, bucket.TakeFixedWindowHits, key, l, now, cost, true, as)
 	case bucket.SlidingLog:
-		return s.takeLog(s.shardOf(key), key, l, now, cost)
+		return s.takeLog(s.shardOf(key), key, l, now, cost, as)
 	case bucket.Concurrency:
 		return bucket.Result{}, fmt.Errorf("%w: Take on a concurrency limit, use Acquire/Release", ErrWrongAlgorithm)
 	default:
@@ -120,6 +143,8 @@ func (s *Store) Acquire(key uint64, l bucket.Limit, now, cost int64, ttl time.Du
 // AcquireFor is Acquire for a lease bound to holder (see LeaseID.Holder;
 // 0 binds it to none): the returned ID has Holder set, and only an ID
 // with the same Holder releases or renews the lease.
+//
+// Lease sets are Pinned: a live lease is never evicted (its TTL bounds it).
 func (s *Store) AcquireFor(key uint64, l bucket.Limit, now, cost int64, ttl time.Duration, holder uint64) (leaseID LeaseID, res bucket.Result, err error) {
 	if l.Algorithm != bucket.Concurrency {
 		return LeaseID{}, bucket.Result{}, fmt.Errorf("%w: Acquire on a %v limit, use Take", ErrWrongAlgorithm, l.Algorithm)
@@ -154,26 +179,6 @@ func (s *Store) Release(key uint64, l bucket.Limit, now int64, leaseID LeaseID) 
 		return false, bucket.Result{}, fmt.Errorf("%w: Release on a %v limit", ErrWrongAlgorithm, l.Algorithm)
 	}
 	return s.release(s.shardOf(key), key, l, now, leaseID)
-}
-
-// reserve accounts for a new entry of size bytes in sh, whose lock the caller
-// holds. When the store is at its cap it first sweeps sh (if anything in it
-// may have expired), then refuses with ErrFull. The cap is soft under
-// concurrency: shards insert in parallel, so Bytes may overshoot MaxBytes by
-// a few entries.
-func (s *Store) reserve(sh *shard, now, size int64) error {
-	if s.maxBytes > 0 && s.bytes.Load()+size > s.maxBytes {
-		if now >= sh.sweepAt {
-			s.sweepLocked(sh, now)
-		}
-		if b := s.bytes.Load(); b+size > s.maxBytes {
-			s.refused.Add(1)
-			return fmt.Errorf("%w: new key of ~%d bytes refused, estimated %d of MaxBytes %d in use", ErrFull, size, b, s.maxBytes)
-		}
-	}
-	s.bytes.Add(size)
-	s.keys.Add(1)
-	return nil
 }
 
 // forget accounts for the removal of one entry of size bytes.

@@ -59,6 +59,33 @@ func BenchmarkTakeToken(b *testing.B) {
 	}
 }
 
+// BenchmarkTakeTokenEvictable is BenchmarkTakeToken for inline-limit keys
+// (Evictable) in a capped store, which records each take's use.
+func BenchmarkTakeTokenEvictable(b *testing.B) {
+	for _, n := range []int{1 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			s := newStore(b, Config{MaxBytes: 1 << 40})
+			keys := make([]uint64, n)
+			x := uint64(n)
+			for i := range keys {
+				keys[i] = splitmix64(&x)
+				if _, err := s.TakeAs(keys[i], benchLimit, t0, 1, Use{Kind: Evictable}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			mask := n - 1
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				// A new second now and then, so that the use is rewritten.
+				if _, err := s.TakeAs(keys[i&mask], benchLimit, t0+int64(i)*ms, 1, Use{Kind: Evictable}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkTakeTokenParallel is BenchmarkTakeToken from GOMAXPROCS
 // goroutines; ns/op is wall time per take over all of them, so its ratio to
 // BenchmarkTakeToken's is the parallel speedup. Each goroutine cycles over
@@ -111,17 +138,26 @@ func BenchmarkTakeTokenParallel(b *testing.B) {
 // store and reports the memory they take, index included: heap-B/key from
 // the Go heap (HeapInuse), rss-B/key from the process's resident set, both
 // after a GC, and est-B/key, the store's own estimate (Stats.Bytes). Run it
-// with -benchtime=1x.
+// with -benchtime=1x. pinned: the keys of named policies (or any key of a
+// store without a cap); evictable: inline-limit keys in a capped store,
+// which also keeps their last use (evict.go).
 func BenchmarkStore10M(b *testing.B) {
+	b.Run("pinned", func(b *testing.B) { benchStore10M(b, DefaultConfig(), Pinned) })
+	b.Run("evictable", func(b *testing.B) {
+		benchStore10M(b, Config{Shards: DefaultShards, MaxBytes: 1 << 40}, Evictable)
+	})
+}
+
+func benchStore10M(b *testing.B, cfg Config, kind Kind) {
 	const n = 10_000_000
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		heap0, rss0 := memNow(b)
 		b.StartTimer()
-		s := newStore(b, DefaultConfig())
+		s := newStore(b, cfg)
 		x := uint64(i)
 		for range n {
-			if _, err := s.Take(splitmix64(&x), benchLimit, t0, 1); err != nil {
+			if _, err := s.TakeAs(splitmix64(&x), benchLimit, t0, 1, Use{Kind: kind}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -231,20 +231,20 @@ func TestDeniedNewKeyNotInserted(t *testing.T) {
 	}
 	sh := s.shardOf(5)
 	l := lim(bucket.FixedWindow, 10, time.Second)
-	if res, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1, false); err != nil || res.Allowed {
+	if res, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1, false, Use{}); err != nil || res.Allowed {
 		t.Fatalf("deny: %+v %v", res, err)
 	}
 	if st := s.Stats(); st.Keys != 0 || sh.fixed != nil {
 		t.Fatalf("denied new key was inserted: %+v", st)
 	}
-	if _, err := s.takeWindow(sh, &sh.fixed, allow, 5, l, t0, 1, false); err != nil {
+	if _, err := s.takeWindow(sh, &sh.fixed, allow, 5, l, t0, 1, false, Use{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.Keys != 1 || st.Bytes != windowEntryBytes {
 		t.Fatalf("allowed new key: %+v, want one key", st)
 	}
 	// A denied take of an existing key keeps (and may update) its state.
-	if _, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1, false); err != nil {
+	if _, err := s.takeWindow(sh, &sh.fixed, deny, 5, l, t0, 1, false, Use{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.Keys != 1 {

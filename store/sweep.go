@@ -30,6 +30,10 @@ func (s *Store) Sweep(now int64) int {
 func (s *Store) sweepLocked(sh *shard, now int64) int {
 	var sw sweeper
 	sw.now, sw.next = now, math.MaxInt64
+	meta := s.metaAt(sh)
+	if meta != nil {
+		sw.meta, sw.metaBefore, sw.clients = *meta, len(*meta), &s.clients
+	}
 	sh.tokens = sweepMap(&sw, sh.tokens,
 		func(v bucket.TokenState) int64 { return v.ExpiresAt() },
 		func(bucket.TokenState) int64 { return tokenEntryBytes })
@@ -41,6 +45,9 @@ func (s *Store) sweepLocked(sh *shard, now int64) int {
 	sh.leases = sweepMap(&sw, sh.leases, bucket.LeaseState.ExpiresAt,
 		func(v bucket.LeaseState) int64 { return leaseBytes(v.Leases) })
 	sh.sweepAt = sw.next
+	if meta != nil {
+		*meta = shrunk(sw.meta, sw.metaBefore)
+	}
 	if sw.removed > 0 {
 		s.keys.Add(-sw.removed)
 		s.bytes.Add(-sw.freed)
@@ -57,6 +64,12 @@ type sweeper struct {
 	next    int64 // the earliest ExpiresAt among the survivors
 	removed int64 // states dropped
 	freed   int64 // their estimated bytes
+	// meta is the shard's map of evictable and clients' keys (nil if
+	// none): a dropped key leaves it too, and its client's count.
+	// metaBefore is its length before the sweep.
+	meta       map[uint64]keyMeta
+	metaBefore int
+	clients    *clientKeys
 }
 
 // rebuildMin is the map length from which a sweep that leaves less than a
@@ -77,10 +90,24 @@ func sweepMap[V any](sw *sweeper, m map[uint64]V, expires func(V) int64, size fu
 			delete(m, k)
 			sw.removed++
 			sw.freed += size(v)
+			if len(sw.meta) > 0 {
+				if km, ok := sw.meta[k]; ok {
+					delete(sw.meta, k)
+					sw.freed += metaEntryBytes
+					sw.clients.release(km.client)
+				}
+			}
 		} else if exp < sw.next {
 			sw.next = exp
 		}
 	}
+	return shrunk(m, before)
+}
+
+// shrunk returns the map to keep of m, which had before entries: nil when
+// it became empty (freeing it), a right-sized copy when it shrank a lot, m
+// otherwise.
+func shrunk[V any](m map[uint64]V, before int) map[uint64]V {
 	switch after := len(m); {
 	case after == 0:
 		return nil
@@ -114,9 +141,20 @@ func (s *Store) DeleteIf(pred func(key uint64) bool) int {
 		maps.DeleteFunc(sh.hits, func(k uint64, _ bucket.WindowState) bool { return del(k, windowEntryBytes) })
 		maps.DeleteFunc(sh.logs, func(k uint64, v logState) bool { return del(k, logBytes(v.entries)) })
 		maps.DeleteFunc(sh.leases, func(k uint64, v bucket.LeaseState) bool { return del(k, leaseBytes(v.Leases)) })
+		if meta := s.metaAt(sh); meta != nil && len(*meta) > 0 {
+			maps.DeleteFunc(*meta, func(k uint64, km keyMeta) bool {
+				if pred(k) {
+					freed += metaEntryBytes
+					s.clients.release(km.client)
+					return true
+				}
+				return false
+			})
+			*meta = nilIfEmpty(*meta)
+		}
+		s.bytes.Add(-freed)
 		if removed > 0 {
 			s.keys.Add(-removed)
-			s.bytes.Add(-freed)
 			n += int(removed)
 			// Free maps that became empty; sweepAt stays a valid
 			// lower bound.

@@ -35,6 +35,8 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	item.Credit = f.Credit
 	item.Report = f.Report
 	item.Acting = f.Acting
+	item.Inline = f.Inline
+	item.Client = f.Client
 	return item
 }
 
@@ -72,6 +74,8 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		Credit: it.GetCredit(),
 		Report: it.GetReport(),
 		Acting: it.GetActing(),
+		Inline: it.GetInline(),
+		Client: it.GetClient(),
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError

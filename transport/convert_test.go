@@ -73,6 +73,7 @@ func TestPeerConvertItemRoundTrip(t *testing.T) {
 		{Hash: 7, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Second, Burst: 20}, Cost: 20, Return: 0xfeed},
 		{Hash: 8, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Second}, Cost: 4, Credit: true},
 		{Hash: 9, Limit: bucket.Limit{Algorithm: bucket.SlidingWindow, Limit: 10, Period: time.Second}, Cost: 30, Report: true},
+		{Hash: 10, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 1, Period: bucket.MaxPeriod}, Cost: 1, Inline: true, Client: 0xc11e47},
 	}
 	for _, f := range items {
 		var it sluicev1.PeerItem

@@ -56,6 +56,7 @@ var serveFlags = map[string]string{
 	"RLSXDS.MaxRecvBytes":          "rls-xds-max-recv-bytes",
 	"ShutdownTimeout":              "shutdown-timeout",
 	"MaxLeaseTTL":                  "max-lease-ttl",
+	"MaxKeysPerClient":             "max-keys-per-client", // store.Config
 	"UIKeys":                       "ui-keys",
 	"Bounds.HTTPReadHeaderTimeout": "http-read-header-timeout",
 	"Bounds.HTTPReadTimeout":       "http-read-timeout",

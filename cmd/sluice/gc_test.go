@@ -86,6 +86,10 @@ func TestServeBadGCFlags(t *testing.T) {
 		{[]string{"--max-lease-ttl", "25h"}, "max-lease-ttl"},
 		{[]string{"--max-lease-ttl", "-1s"}, "max-lease-ttl"},
 		{[]string{"--max-lease-ttl", "soon"}, "max-lease-ttl"},
+		{[]string{"--max-keys-per-client", "-1"}, "max-keys-per-client"},
+		{[]string{"--max-keys-per-client", "many"}, "max-keys-per-client"},
+		{[]string{"--max-keys-per-client", "1.5"}, "max-keys-per-client"},
+		{[]string{"--max-keys-per-client", "99999999999999999999"}, "max-keys-per-client"},
 	} {
 		err := runServe(context.Background(), serveArgs(tc.args...)[1:], io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.name) {

@@ -57,6 +57,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	capBytes, capFrom := node.DefaultStoreMaxBytes(mem)
 	cfg.Store.MaxBytes = capBytes
 	fs.Var(int64Size(&cfg.Store.MaxBytes), "store-max-bytes", fmt.Sprintf("memory cap of stored limit state, e.g. 512MiB; new keys beyond it are refused with RESOURCE_EXHAUSTED (HTTP 503), stored ones keep working; 0: no cap; the default is %.0f%% of the memory available, here the %s", node.StoreMemoryShare*100, capFrom))
+	cfg.Store.MaxKeysPerClient = node.DefaultMaxKeysPerClient(capBytes)
+	fs.Int64Var(&cfg.Store.MaxKeysPerClient, "max-keys-per-client", cfg.Store.MaxKeysPerClient, fmt.Sprintf("under mTLS (--tls-client-ca-file), the most live keys one client identity may create on a node; a new key beyond it is refused with RESOURCE_EXHAUSTED (HTTP 503) naming this flag, its keys already stored keep working; clients without a certificate are not capped; 0: no cap; the default is %.0f%% of --store-max-bytes at %d B a key", node.ClientKeyShare*100, node.ClientKeyBytes))
 	gcs := defaultGCSettings(os.LookupEnv, mem)
 	gcPercent, memLimit := gcs.Percent, max(gcs.MemoryLimit, 0)
 	fs.Var(gcPercentFlag{&gcPercent}, "gc-percent", fmt.Sprintf("Go GC percent (GOGC) of a large heap: between collections the heap may grow by this share of the live heap or by %s, whichever is more, but by no more than Go's default of 100%% (a value of 100 or more is used as is); the default is %d unless GOGC is set, which then stays in force%s", formatSize(gcMinHeadroom), defaultGCPercent, gcs.here(gcs.Percent == 0, gcs.describePercent())))
@@ -109,6 +111,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			cfg.Store.MaxBytes, capFrom = node.DefaultStoreMaxBytes(mem)
 		}
 	}
+	if !given["max-keys-per-client"] {
+		cfg.Store.MaxKeysPerClient = node.DefaultMaxKeysPerClient(cfg.Store.MaxBytes)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -147,6 +152,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stopGC()
 	cfg.Logger.Info("starting sluice", "version", version.String(), "node", cfg.NodeName,
 		"store_max_bytes", cfg.Store.MaxBytes, "store_max_bytes_default_from", capFrom,
+		"max_keys_per_client", cfg.Store.MaxKeysPerClient,
 		"gc_percent", gcs.describePercent(), "memory_limit", gcs.describeMemoryLimit())
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -120,7 +120,17 @@ type PeerItem struct {
 	// node is the first heir; it decides the check on its replica of the
 	// key, with its own admissions since, unless its ring makes it the
 	// owner by now (then as the owner). Plain checks only.
-	Acting        bool `protobuf:"varint,8,opt,name=acting,proto3" json:"acting,omitempty"`
+	Acting bool `protobuf:"varint,8,opt,name=acting,proto3" json:"acting,omitempty"`
+	// The limit is inline (the client's), not a named policy's: the owner may
+	// evict the key's state, least recently used first, to admit a new key
+	// when its store is full. False (a policy's, or from a node that predates
+	// the field) keeps the state until it expires.
+	Inline bool `protobuf:"varint,9,opt,name=inline,proto3" json:"inline,omitempty"`
+	// The client the check is for, as PeerAcquireRequest.holder: the first 64
+	// bits of SHA-256 of its verified certificate's identity, or 0 for none.
+	// The owner caps the live keys each client creates
+	// (--max-keys-per-client).
+	Client        uint64 `protobuf:"fixed64,10,opt,name=client,proto3" json:"client,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -209,6 +219,20 @@ func (x *PeerItem) GetActing() bool {
 		return x.Acting
 	}
 	return false
+}
+
+func (x *PeerItem) GetInline() bool {
+	if x != nil {
+		return x.Inline
+	}
+	return false
+}
+
+func (x *PeerItem) GetClient() uint64 {
+	if x != nil {
+		return x.Client
+	}
+	return 0
 }
 
 type PeerResult struct {
@@ -1463,7 +1487,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xde\x01\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\x8e\x02\n" +
 	"\bPeerItem\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
@@ -1472,7 +1496,10 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\freturn_grant\x18\x05 \x01(\x06R\vreturnGrant\x12\x16\n" +
 	"\x06credit\x18\x06 \x01(\bR\x06credit\x12\x16\n" +
 	"\x06report\x18\a \x01(\bR\x06report\x12\x16\n" +
-	"\x06acting\x18\b \x01(\bR\x06acting\"\xcd\x02\n" +
+	"\x06acting\x18\b \x01(\bR\x06acting\x12\x16\n" +
+	"\x06inline\x18\t \x01(\bR\x06inline\x12\x16\n" +
+	"\x06client\x18\n" +
+	" \x01(\x06R\x06client\"\xcd\x02\n" +
 	"\n" +
 	"PeerResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +

@@ -103,6 +103,22 @@ func (m *PeerItem) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Client != 0 {
+		i -= 8
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(m.Client))
+		i--
+		dAtA[i] = 0x51
+	}
+	if m.Inline {
+		i--
+		if m.Inline {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x48
+	}
 	if m.Acting {
 		i--
 		if m.Acting {
@@ -1467,6 +1483,12 @@ func (m *PeerItem) SizeVT() (n int) {
 	if m.Acting {
 		n += 2
 	}
+	if m.Inline {
+		n += 2
+	}
+	if m.Client != 0 {
+		n += 9
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2226,6 +2248,36 @@ func (m *PeerItem) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Acting = bool(v != 0)
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Inline", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Inline = bool(v != 0)
+		case 10:
+			if wireType != 1 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Client", wireType)
+			}
+			m.Client = 0
+			if (iNdEx + 8) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Client = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
+			iNdEx += 8
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
