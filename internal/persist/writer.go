@@ -17,9 +17,12 @@ type Writer struct {
 	clock func() time.Time
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	pending map[recordID]store.Entry
-	wake    chan struct{}
+	flushMu sync.Mutex // one Flush at a time; Abandon waits for it
+
+	mu        sync.Mutex
+	pending   map[recordID]store.Entry
+	abandoned bool
+	wake      chan struct{}
 
 	written, failed uint64 // under mu
 }
@@ -49,6 +52,10 @@ func (w *Writer) Add(entries []store.Entry) {
 		return
 	}
 	w.mu.Lock()
+	if w.abandoned {
+		w.mu.Unlock()
+		return
+	}
 	for _, e := range entries {
 		w.pending[recordID{e.Key, uint8(e.Algorithm)}] = e
 	}
@@ -61,6 +68,8 @@ func (w *Writer) Add(entries []store.Entry) {
 
 // Flush writes what is queued, in one synced transaction.
 func (w *Writer) Flush() error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
 	w.mu.Lock()
 	p := w.pending
 	if len(p) == 0 {
@@ -99,20 +108,52 @@ func (w *Writer) Stats() (written, failed uint64) {
 	return w.written, w.failed
 }
 
-// Run writes each batch as it is added, until ctx is done; it then
-// writes what is left (the graceful stop's final flush) and returns.
-func (w *Writer) Run(ctx context.Context) {
+// Abandon drops what is queued and makes Add and Flush do nothing from
+// now on, as a kill -9 would (tests model a crash with it). It waits for a
+// write under way to end.
+func (w *Writer) Abandon() {
+	w.mu.Lock()
+	w.abandoned, w.pending = true, map[recordID]store.Entry{}
+	w.mu.Unlock()
+	w.flushMu.Lock()
+	//lint:ignore SA2001 the empty section waits for a Flush under way
+	w.flushMu.Unlock()
+}
+
+// Run writes each batch as it is added, and deletes the expired states
+// every sweepEvery (none if 0), until ctx is done. It does not write what
+// is left then: a graceful stop calls Flush after its last batch.
+func (w *Writer) Run(ctx context.Context, sweepEvery time.Duration) {
+	var sweep <-chan time.Time
+	if sweepEvery > 0 {
+		t := time.NewTicker(sweepEvery)
+		defer t.Stop()
+		sweep = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			if err := w.Flush(); err != nil {
-				w.log.Error("persist: final write failed", "err", err)
-			}
 			return
 		case <-w.wake:
 			if err := w.Flush(); err != nil {
 				w.log.Warn("persist: write failed; retried with the next batch", "err", err)
 			}
+		case <-sweep:
+			w.flushMu.Lock()
+			if !w.isAbandoned() {
+				if n, err := w.db.Sweep(w.clock().UnixNano()); err != nil {
+					w.log.Warn("persist: sweep failed", "err", err)
+				} else if n > 0 {
+					w.log.Debug("persist: expired states deleted", "states", n)
+				}
+			}
+			w.flushMu.Unlock()
 		}
 	}
+}
+
+func (w *Writer) isAbandoned() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.abandoned
 }
