@@ -32,10 +32,12 @@ package persist
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -125,6 +127,11 @@ func (d *DB) Write(entries []store.Entry, now int64) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	// In key order: neighbouring keys share B+tree pages, so each page is
+	// found, copied and written once per batch.
+	entries = slices.SortedFunc(slices.Values(entries), func(a, b store.Entry) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Algorithm, b.Algorithm))
+	})
 	var buf []byte
 	return d.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(statesBucket)
