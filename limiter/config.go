@@ -80,6 +80,12 @@ type Config struct {
 	// replication, Store.MaxBytes caps the states and the copies this node
 	// holds together: replicas/(1+replicas) of it go to the copies.
 	Replicas int
+	// OnChanged, if set, receives the states the store logged as changed
+	// since the last Replicate, each time Replicate drains the log (the
+	// same states replication sends, and with replication off too): the
+	// node's --data-dir writer (internal/persist). It is called from
+	// Replicate's goroutine, owns the slice, and must not block on I/O.
+	OnChanged func([]store.Entry)
 	// Policies is the initial policy set; nil means no policies and inline
 	// limits allowed.
 	Policies *policy.Set
@@ -106,7 +112,7 @@ func New(cfg Config) (*Limiter, error) {
 	case replicas < 0 || cfg.Peers == nil:
 		replicas = 0
 	}
-	cfg.Store.TrackChanges = replicas > 0
+	cfg.Store.TrackChanges = replicas > 0 || cfg.OnChanged != nil
 	// The memory cap covers the states and their copies: a node holds
 	// about replicas copies for each state it owns.
 	copiesCap := cfg.Store.MaxBytes * int64(replicas) / int64(1+replicas)
@@ -122,6 +128,7 @@ func New(cfg Config) (*Limiter, error) {
 	l := &Limiter{name: cfg.NodeName, clock: cfg.Clock, store: st, shares: shares, ringCfg: cfg.Ring, peers: cfg.Peers,
 		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL, maxKeysPerClient: cfg.Store.MaxKeysPerClient,
 		peersAuthenticated: cfg.PeersAuthenticated}
+	l.repl.tap = cfg.OnChanged
 	if l.peers != nil {
 		l.peers = suspectGate{Peers: l.peers, l: l}
 	}

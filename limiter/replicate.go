@@ -76,6 +76,9 @@ type replication struct {
 
 	sent, failed, received, promoted, pushed atomic.Uint64
 
+	// tap receives every state ExportChanged hands over (Config.OnChanged).
+	tap func([]store.Entry)
+
 	// urgent receives (buffered, never blocking the sender) when a key
 	// this node decides has just spent its last token: see Urgent.
 	urgent chan struct{}
@@ -114,18 +117,39 @@ func (l *Limiter) ReplicaStats() ReplicaStats {
 
 // Replicate sends the states changed since the last call, and after a ring
 // change those whose heirs changed, to the heirs of their keys, and
-// returns how many it sent. The node calls it every ReplicationInterval;
+// returns how many it sent. It also hands the changed states to
+// Config.OnChanged. The node calls it every ReplicationInterval;
 // calls must not overlap.
 func (l *Limiter) Replicate(ctx context.Context) int {
 	r := &l.repl
 	v := l.view.Load()
+	now := l.clock().UnixNano()
+	var tapped []store.Entry
+	if r.tap != nil {
+		defer func() {
+			if len(tapped) > 0 {
+				r.tap(tapped)
+			}
+		}()
+	}
+	drain := func(fn func(store.Entry)) {
+		l.store.ExportChanged(now, func(e store.Entry) bool {
+			if r.tap != nil {
+				tapped = append(tapped, e)
+			}
+			if fn != nil {
+				fn(e)
+			}
+			return true
+		})
+	}
 	if r.n == 0 || l.peers == nil {
+		drain(nil) // the tap's alone
 		return 0
 	}
-	now := l.clock().UnixNano()
 	if v == nil || v.heirs == nil || v.heirs.Len() == 0 {
 		// Nobody to copy to: forget the log, the next ring sends all.
-		l.store.ExportChanged(now, func(store.Entry) bool { return true })
+		drain(nil)
 		r.lastView = v
 		return 0
 	}
@@ -160,12 +184,11 @@ func (l *Limiter) Replicate(ctx context.Context) int {
 	if r.lastView != v || resend != nil {
 		seen = map[uint64]bool{}
 	}
-	l.store.ExportChanged(now, func(e store.Entry) bool {
+	drain(func(e store.Entry) {
 		add(e)
 		if seen != nil {
 			seen[e.Key] = true
 		}
-		return true
 	})
 	if seen != nil {
 		// The heirs changed (or some were behind): also send every state

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/limiter/limitertest"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // A kill -9 of an owner loses nothing replicated: its heir takes the key
@@ -179,5 +180,27 @@ func TestReplicateResendsSoonToHeirThatDidNotKnowTheOwner(t *testing.T) {
 	c.Clock.Advance(limiter.ResyncInterval / 10)
 	if sent := c.Node("a").Replicate(ctx); sent != len(keys) {
 		t.Fatalf("a tenth of the resync interval after the refusal: sent %d states, want %d", sent, len(keys))
+	}
+}
+
+// OnChanged receives the states changed since the last round, with
+// replication on or off, each once.
+func TestReplicateTapsChangesForOnChanged(t *testing.T) {
+	for _, replicas := range []int{1, -1} {
+		var got []store.Entry
+		c := limitertest.NewCluster(t, func(cfg *limiter.Config) {
+			cfg.Replicas = replicas
+			cfg.OnChanged = func(es []store.Entry) { got = append(got, es...) }
+		}, "a", "b")
+		keys := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 3)
+		spend(t, c, "a", keys, hourly, 2)
+		c.Node("a").Replicate(context.Background())
+		if len(got) != len(keys) {
+			t.Fatalf("replicas %d: OnChanged got %d states after a round, want %d", replicas, len(got), len(keys))
+		}
+		c.Node("a").Replicate(context.Background())
+		if len(got) != len(keys) {
+			t.Fatalf("replicas %d: OnChanged got %d states after a round with no change, want %d", replicas, len(got), len(keys))
+		}
 	}
 }

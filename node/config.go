@@ -211,6 +211,13 @@ type Config struct {
 	// admitted in at most this long. Must be > 0 with Replicas;
 	// DefaultConfig: 50ms.
 	ReplicationInterval time.Duration
+	// DataDir, if set, is the directory where the node keeps the states it
+	// changes (--data-dir; internal/persist), written every
+	// ReplicationInterval by a background writer, each batch synced, and
+	// loaded when the node starts, so that a restart keeps the counts but
+	// the last interval's. It is locked: two processes never share one.
+	// Empty (DefaultConfig): nothing is kept. See docs/failure.md.
+	DataDir string
 	// MaxLeaseTTL is the longest lease an Acquire may ask for under an
 	// inline limit or a policy without max_ttl, in [0,
 	// limiter.MaxLeaseTTL]; 0 means limiter.DefaultMaxLeaseTTL.
@@ -313,6 +320,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Replicas: must be from 0 (off) to %d, got %d", ErrInvalidConfig, limiter.MaxReplicas, c.Replicas)
 	case c.Replicas > 0 && c.ReplicationInterval <= 0:
 		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with Replicas %d", ErrInvalidConfig, c.Replicas)
+	case c.DataDir != "" && c.ReplicationInterval <= 0:
+		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with DataDir", ErrInvalidConfig)
 	case c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > limiter.MaxLeaseTTL:
 		return fmt.Errorf("%w: MaxLeaseTTL: must be in [0, %s] (0 = %s), got %s", ErrInvalidConfig, limiter.MaxLeaseTTL, limiter.DefaultMaxLeaseTTL, c.MaxLeaseTTL)
 	case c.ShutdownTimeout <= 0:

@@ -27,3 +27,12 @@ func OpenCircuit(ctx context.Context, n *Node, m ring.Member) error {
 	}
 	return nil
 }
+
+// DiskStats returns the states the node's data directory writer wrote
+// and failed to write.
+func DiskStats(n *Node) (written, failed uint64) {
+	if n.disk.w == nil {
+		return 0, 0
+	}
+	return n.disk.w.Stats()
+}

@@ -9,7 +9,7 @@ const (
 	// while it stays a live gossip member: its peers see connect errors.
 	FaultGRPCDown Fault = iota + 1
 	// FaultCrash stops the node at once, as a kill -9 would: no leave, no
-	// handoff, no drain. Its peers see connect errors, then memberlist
+	// handoff, no drain, nothing more written to its data directory. Its peers see connect errors, then memberlist
 	// declares it dead. Run returns nil once its context is cancelled.
 	FaultCrash
 	// FaultGossipMute drops the gossip packets (UDP) the node sends, while
@@ -31,6 +31,9 @@ func (n *Node) Inject(f Fault) {
 		n.peerGRPC.Stop()
 	case FaultCrash:
 		n.crashed.Store(true)
+		if n.disk.w != nil {
+			n.disk.w.Abandon() // a kill -9 writes nothing more
+		}
 		n.grpc.Server.Stop()
 		n.peerGRPC.Stop()
 		_ = n.http.Close()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,8 @@ type Node struct {
 	serving  atomic.Bool
 	stopping atomic.Bool
 	crashed  atomic.Bool // FaultCrash was injected
+	disk     disk        // Config.DataDir (persist.go)
+	replMu   sync.Mutex  // serializes limiter.Replicate (replicateLoop, flushDisk)
 	ran      atomic.Bool
 
 	// The policies (policies.go); policyLoad is nil without Config.PolicyFile.
@@ -146,6 +149,9 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.activity = activity.New(activity.Config{})
+	if err = n.openDisk(); err != nil {
+		return nil, err
+	}
 	if n.limiter, err = limiter.New(limiter.Config{
 		NodeName: cfg.NodeName,
 		Clock:    cfg.Clock,
@@ -164,8 +170,12 @@ func New(cfg Config) (n *Node, err error) {
 		Registerer:         reg,
 		Logger:             log,
 		Activity:           n.activity,
+		OnChanged:          n.onChanged(),
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err = n.loadDisk(); err != nil {
+		return nil, err
 	}
 
 	if n.ringChanges, err = n.registerNodeMetrics(reg); err != nil {
@@ -364,6 +374,7 @@ func (n *Node) closeAll() error {
 	if n.peers != nil {
 		errs = append(errs, n.peers.Close())
 	}
+	errs = append(errs, n.closeDisk())
 	n.shutdownTracing()
 	n.caps.close()
 	return errors.Join(errs...)
@@ -427,8 +438,11 @@ func (n *Node) Run(ctx context.Context) error {
 	g.Go(func() error { return n.cluster.Run(gctx) })
 	g.Go(func() error { n.handoffLoop(gctx); return nil })
 	g.Go(func() error { n.sweepLoop(gctx); return nil })
-	if n.cfg.Replicas > 0 {
+	if n.cfg.Replicas > 0 || n.disk.w != nil {
 		g.Go(func() error { n.replicateLoop(gctx); return nil })
+	}
+	if n.disk.w != nil {
+		g.Go(func() error { n.diskLoop(gctx); return nil })
 	}
 	g.Go(func() error { n.activityLoop(gctx); return nil })
 	g.Go(func() error { n.caps.run(gctx); return nil })

@@ -6,7 +6,8 @@ import (
 )
 
 // replicateLoop sends the states changed since the last round to their
-// heirs every ReplicationInterval.
+// heirs, and to the data directory's writer (persist.go), every
+// ReplicationInterval.
 //
 // A key that has just spent its last token (limiter.Urgent) brings the
 // next round forward, to at least a tenth of the interval after the last
@@ -19,7 +20,9 @@ func (n *Node) replicateLoop(ctx context.Context) {
 	urgent := n.limiter.Urgent()
 	last := time.Now()
 	round := func() {
+		n.replMu.Lock()
 		n.limiter.Replicate(ctx)
+		n.replMu.Unlock()
 		last = time.Now()
 	}
 	for {

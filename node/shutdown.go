@@ -19,7 +19,7 @@ func (n *Node) shutdown() error {
 	defer n.caps.close()
 	if n.crashed.Load() {
 		n.limiter.Close()
-		return n.peers.Close()
+		return errors.Join(n.peers.Close(), n.closeDisk()) // nothing more written
 	}
 	n.grpc.Health.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -74,6 +74,7 @@ func (n *Node) shutdown() error {
 		errs = append(errs, errors.New("node: grpc drain timed out; remaining calls were cut"))
 	}
 	n.limiter.WaitCredits(ctx) // returns taken while leaving, credited to the new owners
+	errs = append(errs, n.flushDisk(), n.closeDisk())
 	n.limiter.Close()
 	errs = append(errs, n.cluster.Shutdown(), n.peers.Close())
 	n.log.Info("stopped")

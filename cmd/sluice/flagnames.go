@@ -38,6 +38,7 @@ var serveFlags = map[string]string{
 	"BatchWindow":                  "batch-window",
 	"Replicas":                     "replicas",
 	"ReplicationInterval":          "replication-interval",
+	"DataDir":                      "data-dir",
 	"PolicyFile":                   "config",
 	"RLSConfig":                    "rls-config",
 	"RLSXDS":                       "rls-config-type",

@@ -47,6 +47,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", cfg.PeerTimeout, "deadline of each call to another node")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "how many heirs of each key (the nodes that take it over if its owner dies) keep a copy of its state; 0: off")
 	fs.DurationVar(&cfg.ReplicationInterval, "replication-interval", cfg.ReplicationInterval, "how often changed states are copied to their heirs: what a kill -9 of an owner may lose is what it admitted in this long")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory where the node keeps the states it changes (written every --replication-interval, each batch synced) and loads them on start, so a restart keeps the counts; empty: nothing kept")
 	fs.DurationVar(&cfg.MaxLeaseTTL, "max-lease-ttl", cfg.MaxLeaseTTL, fmt.Sprintf("longest lease an Acquire may ask for, under an inline limit or a policy without max_ttl (a policy's max_ttl replaces it); a longer ttl is refused (INVALID_ARGUMENT); at most %s", policy.MaxLeaseTTL))
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "how long a forwarded check may wait to share an RPC to its owner (0: only while one is in flight)")
 	fs.StringVar(&cfg.PolicyFile, "config", "", "YAML file of named policies; watched, and reloaded on SIGHUP")

@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"internal/logcap":        nil,
 	"internal/testcerts":     nil,
 	"internal/watch":         nil,
+	"internal/persist":       {"bucket", "store"},
 	"rls":                    {"internal/watch"},
 	"rls/xds":                {"rls"},
 	"rls/xds/xdstest":        nil,
@@ -46,7 +47,7 @@ var allowed = map[string][]string{
 	"epoch":                  {"ring"}, // the agreed ring; node is its only intended importer
 	"api":                    {"bucket", "ring", "store", "policy", "limiter", "rls", "internal/activity", "internal/rlheader", "internal/wire", "proto/sluice/v1"},
 	"transport":              {"bucket", "ring", "store", "policy", "limiter", "internal/wire", "proto/sluice/v1"},
-	"node": {"bucket", "ring", "store", "policy", "limiter", "rls", "rls/xds", "cluster", "epoch", "api", "transport",
+	"node": {"bucket", "ring", "store", "policy", "limiter", "rls", "rls/xds", "cluster", "epoch", "api", "transport", "internal/persist",
 		"internal/activity", "internal/clustersecret", "internal/logcap", "internal/tlsconfig", "internal/version", "internal/wire"},
 	"client":            {"bucket", "ring", "internal/grant", "internal/identity", "internal/wire", "proto/sluice/v1"},
 	"client/middleware": {"client", "internal/rlheader"},
