@@ -1,0 +1,126 @@
+package bucket
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Calendar selects a calendar period: a limit with one resets at the
+// period's boundaries in its Zone (midnight, Monday midnight, the first of
+// the month, the first of January) instead of every Period. The zero value,
+// NoCalendar, is a limit counted in durations.
+type Calendar uint8
+
+// The calendar periods.
+const (
+	NoCalendar Calendar = iota
+	// Day runs from midnight to midnight: 23 or 25 hours on the days a
+	// zone changes its offset for daylight saving time.
+	Day
+	// Week is the ISO 8601 week, from Monday midnight to Monday midnight.
+	Week
+	// Month runs from the first of a month to the first of the next.
+	Month
+	// Year runs from the first of January to the first of January.
+	Year
+)
+
+// LastCalendar is the highest valid Calendar.
+const LastCalendar = Year
+
+var calendarNames = [...]string{Day: "day", Week: "week", Month: "month", Year: "year"}
+
+// String returns the calendar's name as used in configuration ("day",
+// "week", "month", "year"), or "" for NoCalendar.
+func (c Calendar) String() string {
+	if int(c) < len(calendarNames) {
+		return calendarNames[c]
+	}
+	return fmt.Sprintf("calendar(%d)", uint8(c))
+}
+
+// ErrUnknownCalendar is wrapped by ParseCalendar's and LoadZone's errors.
+var ErrUnknownCalendar = errors.New("bucket: unknown calendar")
+
+// ParseCalendar maps "day", "week", "month" or "year" to a Calendar, and
+// "" to NoCalendar.
+func ParseCalendar(s string) (Calendar, error) {
+	for c, name := range calendarNames {
+		if name == s {
+			return Calendar(c), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q: want day, week, month or year", ErrUnknownCalendar, s)
+}
+
+// ErrUnknownZone is wrapped by LoadZone's errors.
+var ErrUnknownZone = errors.New("bucket: unknown time zone")
+
+// LoadZone returns the IANA time zone name ("Europe/Berlin"), with "" and
+// "UTC" both UTC. "Local" is refused: a node's local zone is no part of a
+// limit that several nodes and clients must agree on. The zones come from
+// the system's zoneinfo or the Go tzdata embedded in the binary.
+func LoadZone(name string) (*time.Location, error) {
+	if name == "" || name == "UTC" {
+		return time.UTC, nil
+	}
+	if name == "Local" {
+		return nil, fmt.Errorf("%w %q: name an IANA zone such as Europe/Berlin", ErrUnknownZone, name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownZone, name)
+	}
+	return loc, nil
+}
+
+// CalendarWindow returns the calendar period of c in loc (nil is UTC) that
+// holds the instant now (unix ns): start <= now < end, both unix ns. The
+// boundaries are local midnights, so a day is 23 or 25 hours long across a
+// daylight saving change, and a month 28 to 31 days. Where a zone skips a
+// local midnight (a daylight saving change at 00:00), the period starts at
+// the first instant of that local day. c must not be NoCalendar.
+func CalendarWindow(c Calendar, loc *time.Location, now int64) (start, end int64) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	t := time.Unix(0, now).In(loc)
+	y, m, d := t.Date()
+	var s, e time.Time
+	switch c {
+	case Week:
+		wd := (int(t.Weekday()) + 6) % 7 // days since Monday
+		s, e = time.Date(y, m, d-wd, 0, 0, 0, 0, loc), time.Date(y, m, d-wd+7, 0, 0, 0, 0, loc)
+	case Month:
+		s, e = time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+	case Year:
+		s, e = time.Date(y, 1, 1, 0, 0, 0, 0, loc), time.Date(y+1, 1, 1, 0, 0, 0, 0, loc)
+	default:
+		s, e = time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+	}
+	start, end = s.UnixNano(), e.UnixNano()
+	// A skipped midnight may resolve to an instant after now on the day of
+	// the change (the wall clock jumps from 23:59:59 to 01:00): the period
+	// then starts at now's side of the jump, never after now.
+	if start > now {
+		start = now
+	}
+	return start, end
+}
+
+// window returns the window of the effective now for l: the calendar
+// period holding eff for a calendar limit (reusing s's when eff is in it,
+// which spares the zone arithmetic on every take), else the period-aligned
+// window. It returns the start and end of that window.
+func (l Limit) window(s WindowState, eff int64) (start, end int64) {
+	if l.Calendar == NoCalendar {
+		period := int64(l.Period)
+		start = eff - eff%period
+		return start, start + period
+	}
+	if s.Start <= eff && eff < s.Expires {
+		return s.Start, s.Expires
+	}
+	return CalendarWindow(l.Calendar, l.Zone, eff)
+}
