@@ -87,26 +87,32 @@ func CalendarWindow(c Calendar, loc *time.Location, now int64) (start, end int64
 	}
 	t := time.Unix(0, now).In(loc)
 	y, m, d := t.Date()
-	var s, e time.Time
 	switch c {
 	case Week:
-		wd := (int(t.Weekday()) + 6) % 7 // days since Monday
-		s, e = time.Date(y, m, d-wd, 0, 0, 0, 0, loc), time.Date(y, m, d-wd+7, 0, 0, 0, 0, loc)
+		d -= (int(t.Weekday()) + 6) % 7 // back to Monday
+		return midnight(y, m, d, loc), midnight(y, m, d+7, loc)
 	case Month:
-		s, e = time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+		return midnight(y, m, 1, loc), midnight(y, m+1, 1, loc)
 	case Year:
-		s, e = time.Date(y, 1, 1, 0, 0, 0, 0, loc), time.Date(y+1, 1, 1, 0, 0, 0, 0, loc)
+		return midnight(y, 1, 1, loc), midnight(y+1, 1, 1, loc)
 	default:
-		s, e = time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+		return midnight(y, m, d, loc), midnight(y, m, d+1, loc)
 	}
-	start, end = s.UnixNano(), e.UnixNano()
-	// A skipped midnight may resolve to an instant after now on the day of
-	// the change (the wall clock jumps from 23:59:59 to 01:00): the period
-	// then starts at now's side of the jump, never after now.
-	if start > now {
-		start = now
+}
+
+// midnight returns the first instant of the local day y-m-d in loc (the
+// date normalized as time.Date does), unix ns. Where the zone skips that
+// midnight (the wall clock jumps from 23:59:59 to 01:00), time.Date may
+// resolve it to an instant of the day before; the day then starts at the
+// zone's change.
+func midnight(y int, m time.Month, d int, loc *time.Location) int64 {
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if t.Hour() > 12 { // resolved into the day before
+		if _, end := t.ZoneBounds(); !end.IsZero() {
+			t = end
+		}
 	}
-	return start, end
+	return t.UnixNano()
 }
 
 // window returns the window of the effective now for l: the calendar
