@@ -89,7 +89,12 @@ func (s *Store) shardOf(key uint64) *shard {
 func (s *Store) Take(key uint64, l bucket.Limit, now, cost int64) (bucket.Result, error) {
 	switch l.Algorithm {
 	case bucket.TokenBucket:
-		return s.takeToken(s.shardOf(key), key, l, now, cost)
+		if l.Calendar == bucket.NoCalendar {
+			return s.takeToken(s.shardOf(key), key, l, now, cost)
+		}
+		// A quota: a fixed window of calendar periods (bucket.Limit.Calendar).
+		sh := s.shardOf(key)
+		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false)
 	case bucket.FixedWindow:
 		sh := s.shardOf(key)
 		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false)
