@@ -3,6 +3,7 @@ package bucket
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -129,4 +130,32 @@ func (l Limit) window(s WindowState, eff int64) (start, end int64) {
 		return s.Start, s.Expires
 	}
 	return CalendarWindow(l.Calendar, l.Zone, eff)
+}
+
+// Zones caches LoadZone by name, for the decoders that meet a zone name on
+// every request: time.LoadLocation reads and parses the zone's data on
+// each call. Only zones that loaded are kept, so it holds at most the
+// IANA database's few hundred names. The zero value is ready; it is safe
+// for concurrent use.
+type Zones struct {
+	m sync.Map // name -> *time.Location
+}
+
+// Load is LoadZone, cached. A nil *Zones loads without a cache.
+func (z *Zones) Load(name string) (*time.Location, error) {
+	if z == nil {
+		return LoadZone(name)
+	}
+	if name == "" || name == "UTC" {
+		return time.UTC, nil
+	}
+	if loc, ok := z.m.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	loc, err := LoadZone(name)
+	if err != nil {
+		return nil, err
+	}
+	z.m.Store(name, loc)
+	return loc, nil
 }

@@ -156,16 +156,26 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		return out, &FieldError{i, "cost", fmt.Sprintf("%d exceeds the limit's capacity %d", r.Cost, out.limit.Capacity()), ErrInvalid}
 	}
 	out.hash = bucketIdentity(&out, r.Key)
+	if out.limit.IsQuota() {
+		// A token bucket with a calendar is a quota, which is a fixed
+		// window of calendar periods (bucket.Limit.Calendar): from here on
+		// (store, grants, fallback, forwarding) it is one. Its identity
+		// above keeps the algorithm it was asked with.
+		out.limit.Algorithm = bucket.FixedWindow
+	}
 	return out, nil
 }
 
 // bucketIdentity hashes what makes a bucket: the algorithm, the policy name (or,
-// for an inline limit, its period) and the key. Two checks share state
+// for an inline limit, its period, or its calendar and zone) and the key. Two checks share state
 // exactly when these agree, so one key can carry layered limits (10/s and
 // 1000/h) while a changed limit number keeps the state it had.
 func bucketIdentity(r *resolved, key string) uint64 {
 	if r.policy != "" {
 		return identity.Policy(uint8(r.limit.Algorithm), r.policy, key)
+	}
+	if r.limit.Calendar != bucket.NoCalendar {
+		return identity.Calendar(uint8(r.limit.Algorithm), uint8(r.limit.Calendar), r.limit.Zone.String(), key)
 	}
 	return identity.Inline(uint8(r.limit.Algorithm), r.limit.Period, key)
 }
