@@ -138,7 +138,7 @@ type peerServer struct {
 	name string
 	// zones caches the zones of forwarded calendar limits.
 	zones bucket.Zones
-	obs  [numPeerMethods]prometheus.Observer
+	obs   [numPeerMethods]prometheus.Observer
 	// drain ends when CheckStream clients are asked to go away; nil if
 	// never.
 	drain    context.Context
