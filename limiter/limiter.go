@@ -56,6 +56,7 @@ type Limiter struct {
 	reports            reports     // fallback admissions to report (see reconcile.go)
 	repl               replication // copies of states for heirs (see replicate.go)
 	metrics            *metrics
+	zones              bucket.Zones // inline calendar limits' zones (Request.Timezone)
 }
 
 // Close stops the limiter's background work (grant refills, credits of
@@ -140,17 +141,25 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		if !set.AllowInline && !r.Trusted {
 			return out, &FieldError{i, "limit", "inline limits are disabled by the policy file; name a policy", ErrInlineDisabled}
 		}
-		if r.Limit.Burst != 0 && r.Limit.Algorithm != bucket.TokenBucket {
-			return out, &FieldError{i, "burst", fmt.Sprintf("only token_bucket has a burst, not %s", r.Limit.Algorithm), ErrInvalid}
+		lim := r.Limit
+		if r.Timezone != "" {
+			loc, err := l.zones.Load(r.Timezone)
+			if err != nil {
+				return out, &FieldError{i, "timezone", "unknown time zone " + policy.Echo(r.Timezone) + ": want an IANA name such as Europe/Berlin, or UTC", ErrInvalid}
+			}
+			lim.Zone = loc
 		}
-		if err := r.Limit.Validate(); err != nil {
+		if lim.Burst != 0 && lim.Algorithm != bucket.TokenBucket {
+			return out, &FieldError{i, "burst", fmt.Sprintf("only token_bucket has a burst, not %s", lim.Algorithm), ErrInvalid}
+		}
+		if err := lim.Validate(); err != nil {
 			var fe *bucket.FieldError
 			if errors.As(err, &fe) {
 				return out, &FieldError{i, fe.Field, fe.Reason, ErrInvalid}
 			}
 			return out, &FieldError{i, "limit", err.Error(), ErrInvalid}
 		}
-		out.limit, out.mode = r.Limit, r.FailureMode
+		out.limit, out.mode = lim, r.FailureMode
 	}
 	if r.Cost > out.limit.Capacity() && out.limit.Algorithm != bucket.FixedWindowHits {
 		return out, &FieldError{i, "cost", fmt.Sprintf("%d exceeds the limit's capacity %d", r.Cost, out.limit.Capacity()), ErrInvalid}

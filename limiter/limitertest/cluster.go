@@ -200,7 +200,11 @@ func (c *Cluster) Owner(on string, req limiter.Request) string {
 		}
 		hash = identity.Policy(uint8(p.Limit.Algorithm), p.Name, req.Key)
 	} else if req.Limit.Calendar != 0 {
-		hash = identity.Calendar(uint8(req.Limit.Algorithm), uint8(req.Limit.Calendar), req.Limit.Zone.String(), req.Key)
+		zone := req.Timezone
+		if zone == "" {
+			zone = req.Limit.Zone.String()
+		}
+		hash = identity.Calendar(uint8(req.Limit.Algorithm), uint8(req.Limit.Calendar), zone, req.Key)
 	} else {
 		hash = identity.Inline(uint8(req.Limit.Algorithm), req.Limit.Period, req.Key)
 	}
