@@ -116,22 +116,6 @@ func midnight(y int, m time.Month, d int, loc *time.Location) int64 {
 	return t.UnixNano()
 }
 
-// window returns the window of the effective now for l: the calendar
-// period holding eff for a calendar limit (reusing s's when eff is in it,
-// which spares the zone arithmetic on every take), else the period-aligned
-// window. It returns the start and end of that window.
-func (l Limit) window(s WindowState, eff int64) (start, end int64) {
-	if l.Calendar == NoCalendar {
-		period := int64(l.Period)
-		start = eff - eff%period
-		return start, start + period
-	}
-	if s.Start <= eff && eff < s.Expires {
-		return s.Start, s.Expires
-	}
-	return CalendarWindow(l.Calendar, l.Zone, eff)
-}
-
 // Zones caches LoadZone by name, for the decoders that meet a zone name on
 // every request: time.LoadLocation reads and parses the zone's data on
 // each call. Only zones that loaded are kept, so it holds at most the

@@ -37,7 +37,7 @@ func TakeFixedWindowHits(s WindowState, l Limit, now, cost int64) (WindowState, 
 	if cost < 0 {
 		return s, Result{Limit: limit}, costError(cost, limit)
 	}
-	start, end, cur := l.fixedWindow(s, now)
+	start, end, cur := fixedWindow(s, l.Calendar, l.Zone, int64(l.Period), now)
 	if cur > math.MaxInt64-cost {
 		cur = math.MaxInt64
 	} else {

@@ -64,7 +64,7 @@ func TakeFixedWindow(s WindowState, l Limit, now, cost int64) (WindowState, Resu
 	if cost < 0 || cost > limit {
 		return s, Result{Limit: limit}, costError(cost, limit)
 	}
-	start, end, cur := l.fixedWindow(s, now)
+	start, end, cur := fixedWindow(s, l.Calendar, l.Zone, int64(l.Period), now)
 	res := Result{Limit: limit}
 	if cost == 0 || cur+cost <= limit {
 		res.Allowed = true
@@ -81,16 +81,24 @@ func TakeFixedWindow(s WindowState, l Limit, now, cost int64) (WindowState, Resu
 
 // fixedWindow returns the window of a fixed window's effective now,
 // max(now, s.Start), and the count it holds: s.Cur in the same window, 0
-// in a later one (or when s has expired).
-func (l Limit) fixedWindow(s WindowState, now int64) (start, end, cur int64) {
+// in a later one (or when s has expired). The windows are the calendar
+// periods of cal in loc, or without a calendar the period-aligned windows.
+// It takes the limit's fields, not the Limit: a Limit is too large for the
+// compiler to keep in registers, and passing it on copies it.
+func fixedWindow(s WindowState, cal Calendar, loc *time.Location, period, now int64) (start, end, cur int64) {
+	if cal == NoCalendar {
+		_, start, _, cur = advanceWindow(s, period, now)
+		return start, start + period, cur
+	}
 	if s.Expires <= now {
 		s = WindowState{}
 	}
-	start, end = l.window(s, max(now, s.Start))
-	if start == s.Start {
-		cur = s.Cur
+	eff := max(now, s.Start)
+	if s.Start <= eff && eff < s.Expires {
+		return s.Start, s.Expires, s.Cur // the period of s: no zone arithmetic
 	}
-	return start, end, cur
+	start, end = CalendarWindow(cal, loc, eff)
+	return start, end, 0
 }
 
 // TakeSlidingWindow spends cost units from a sliding-window counter. Windows
