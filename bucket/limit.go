@@ -123,7 +123,11 @@ func (e *FieldError) Unwrap() error { return e.Err }
 
 // Validate checks the limit against the bounds above. Errors are *FieldError
 // naming "algorithm", "limit", "period", "burst", "calendar" or "timezone".
-func (l Limit) Validate() error {
+func (l Limit) Validate() error { return l.validate() }
+
+// validate is Validate on a pointer: a Limit is too large for the compiler
+// to keep in registers, and each value-receiver call would copy it.
+func (l *Limit) validate() error {
 	if err := l.validateLimit(); err != nil {
 		return err
 	}
@@ -144,7 +148,12 @@ func (l Limit) Validate() error {
 	}
 	if l.Algorithm == TokenBucket {
 		// capacity * emission interval must fit comfortably in int64 ns.
-		if l.interval()*l.Capacity() > int64(100*MaxPeriod) || l.interval()*l.Capacity()/l.Capacity() != l.interval() {
+		capacity := l.Limit
+		if l.Burst > 0 {
+			capacity = l.Burst
+		}
+		interval := (int64(l.Period) + l.Limit - 1) / l.Limit // Limit.interval
+		if interval*capacity > int64(100*MaxPeriod) || interval*capacity/capacity != interval {
 			return &FieldError{"burst", "burst/limit × period must be <= 100 years", ErrInvalidLimit}
 		}
 	}
@@ -152,7 +161,7 @@ func (l Limit) Validate() error {
 }
 
 // validateCalendar checks a calendar limit's fields.
-func (l Limit) validateCalendar() error {
+func (l *Limit) validateCalendar() error {
 	switch {
 	case l.Calendar == NoCalendar:
 		return &FieldError{"timezone", "needs a calendar", ErrInvalidLimit}
@@ -173,7 +182,7 @@ func (l Limit) validateCalendar() error {
 func (l Limit) IsQuota() bool { return l.Algorithm == TokenBucket && l.Calendar != NoCalendar }
 
 // validateLimit checks the algorithm and the limit.
-func (l Limit) validateLimit() error {
+func (l *Limit) validateLimit() error {
 	switch {
 	case l.Algorithm < TokenBucket || l.Algorithm > LastAlgorithm:
 		return &FieldError{"algorithm", fmt.Sprintf("unknown algorithm %d", l.Algorithm), ErrUnknownAlgorithm}
