@@ -18,6 +18,7 @@ func FuzzDecodeCheck(f *testing.F) {
 	f.Add([]byte(`{"checks":[{"key":"k","policy":"login"},{"key":"k","limit":-1,"period":"7d","cost":0}]}`))
 	f.Add([]byte(`{"checks":[{"key":"k","limit":"x","period":60,"foo":null}]} x`))
 	f.Add([]byte(`{"checks":[{"key":"a","policy":"login","KEY":"b"}],"Checks":[]}`))
+	f.Add([]byte(`{"checks":[{"key":"k","limit":5,"calendar":"week","timezone":"America/New_York","CALENDAR":"day"}]}`))
 	f.Add([]byte(`{"checks":[{"\u006bey":"a","key":"b","\u212aey":"c"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reqs, herr := decodeCheckBody(data)
@@ -35,13 +36,16 @@ func FuzzDecodeCheck(f *testing.F) {
 		}
 		for i, r := range reqs {
 			if r.Policy != "" {
-				if r.Limit != (bucket.Limit{}) || r.FailureMode != policy.FailLocal {
+				if r.Limit != (bucket.Limit{}) || r.FailureMode != policy.FailLocal || r.Timezone != "" {
 					t.Fatalf("request %d names policy %q and carries a limit %+v", i, r.Policy, r.Limit)
 				}
 				continue
 			}
 			if r.Limit.Algorithm < bucket.TokenBucket || r.Limit.Algorithm > bucket.Concurrency {
 				t.Fatalf("request %d: algorithm %d", i, r.Limit.Algorithm)
+			}
+			if r.Limit.Calendar > bucket.LastCalendar || r.Limit.Zone != nil {
+				t.Fatalf("request %d: calendar %d, zone %v (the limiter loads Timezone)", i, r.Limit.Calendar, r.Limit.Zone)
 			}
 			if r.FailureMode > policy.FailAllow {
 				t.Fatalf("request %d: failure mode %d", i, r.FailureMode)

@@ -314,6 +314,14 @@ func fromProtoItem(dst *limiter.Request, key string, l *sluicev1.Limit, pol stri
 		}
 		dst.Limit.Period = p.AsDuration()
 	}
+	if c := l.GetCalendar(); c != sluicev1.Calendar_CALENDAR_UNSPECIFIED {
+		cal, ok := wire.FromProtoCalendar(c)
+		if !ok {
+			return &wire.FieldError{Field: "limit.calendar", Reason: fmt.Sprintf("unknown calendar %d", c)}
+		}
+		dst.Limit.Calendar = cal
+	}
+	dst.Timezone = l.GetTimezone() // the limiter loads it, or names the field
 	return nil
 }
 
@@ -323,6 +331,8 @@ var protoFields = map[string]string{
 	"period":    "limit.period",
 	"burst":     "limit.burst",
 	"algorithm": "limit.algorithm",
+	"calendar":  "limit.calendar",
+	"timezone":  "limit.timezone",
 }
 
 // grpcError maps a limiter error to a gRPC status. Validation errors become

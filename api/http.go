@@ -15,7 +15,8 @@ package api
 // /healthz and /readyz needs a verified client certificate (http_auth.go).
 //
 // A check item names a policy ("policy") or carries an inline limit
-// ("limit", "period", "burst", "algorithm", "failure_mode"), never both.
+// ("limit", "period", "burst", "algorithm", "failure_mode", and "calendar"
+// with "timezone" instead of "period"), never both.
 // "cost" defaults to 1; 0 reads. The answer is 200 when every item is
 // allowed, 429 (or deny_status) when one is denied, and 503 when one could
 // not be evaluated (its result carries "error"); every check or usage answer
@@ -24,7 +25,7 @@ package api
 // field: {"error":"checks[0].limit: must be > 0","field":"checks[0].limit"}.
 //
 // Query-string checks take key, key_header, policy, limit, period, burst,
-// algorithm, cost, failure_mode and deny_status; unknown parameters are an
+// algorithm, calendar, timezone, cost, failure_mode and deny_status; unknown parameters are an
 // error (they are usually typos), and so is a parameter given twice. Either
 // key or key_header is given, not both: key_header names a request header
 // whose first comma-separated value is the key.

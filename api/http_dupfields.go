@@ -13,7 +13,7 @@ import (
 
 // checkFieldNames are the member names of a check body: the top level's
 // and an item's (checkRequestJSON, checkItemJSON).
-var checkFieldNames = [...]string{"checks", "key", "policy", "limit", "period", "burst", "cost", "algorithm", "failure_mode"}
+var checkFieldNames = [...]string{"checks", "key", "policy", "limit", "period", "burst", "cost", "algorithm", "failure_mode", "calendar", "timezone"}
 
 // duplicateField finds a JSON object member given twice in data, a check
 // body that already decoded: encoding/json keeps the last of two "key"

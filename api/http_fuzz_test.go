@@ -16,6 +16,8 @@ func FuzzHTTPCheck(f *testing.F) {
 	f.Add(false, "policy=api&key_header=X-Key&deny_status=403", "10.0.0.1, 10.0.0.2", []byte(nil))
 	f.Add(false, "key=k&limit=1&period=1s&algorithm=sliding_log&cost=2&failure_mode=deny", "", []byte(nil))
 	f.Add(true, "deny_status=401", "", []byte(`{"checks":[{"key":"k","limit":5,"period":"1h","cost":0}]}`))
+	f.Add(false, "key=k&limit=3&calendar=day&timezone=Asia/Kolkata&algorithm=fixed_window", "", []byte(nil))
+	f.Add(true, "", "", []byte(`{"checks":[{"key":"k","limit":5,"calendar":"month","timezone":"Europe/Berlin"},{"key":"k","limit":5,"calendar":"fortnight","timezone":""}]}`))
 	f.Add(true, "", "", []byte(`{"checks":[{"key":"k","policy":"login"},{"key":"k","limit":"x"}]}`))
 	f.Add(false, "key=%zz&limit=1e3&period=-1s&burst=9223372036854775808", "", []byte(nil))
 	f.Add(false, "key=k&key=j&policy=&usage", "", []byte(nil))

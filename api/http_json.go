@@ -37,6 +37,8 @@ type checkItemJSON struct {
 	Cost        *int64  `json:"cost"`
 	Algorithm   *string `json:"algorithm"`
 	FailureMode *string `json:"failure_mode"`
+	Calendar    *string `json:"calendar"`
+	Timezone    *string `json:"timezone"`
 }
 
 // checkResponseJSON is the body of a /v1/check answer.
@@ -146,10 +148,11 @@ func (it *checkItemJSON) toRequest(i int, defaultCost int64, dst *limiter.Reques
 	if it.Cost != nil {
 		dst.Cost = *it.Cost
 	}
-	inline := it.Limit != nil || it.Period != nil || it.Burst != nil || it.Algorithm != nil || it.FailureMode != nil
+	inline := it.Limit != nil || it.Period != nil || it.Burst != nil || it.Algorithm != nil || it.FailureMode != nil ||
+		it.Calendar != nil || it.Timezone != nil
 	if it.Policy != "" {
 		if inline {
-			return badRequest(fieldPath(i, "policy"), "give either a policy or an inline limit (limit, period, burst, algorithm, failure_mode), not both")
+			return badRequest(fieldPath(i, "policy"), "give either a policy or an inline limit (limit, period, burst, algorithm, failure_mode, calendar, timezone), not both")
 		}
 		return nil
 	}
@@ -179,6 +182,20 @@ func (it *checkItemJSON) toRequest(i int, defaultCost int64, dst *limiter.Reques
 				fmt.Sprintf("invalid duration %s: want e.g. 500ms, 1m, 1h30m or 7d", quoteShort(*it.Period)))
 		}
 		dst.Limit.Period = d
+	}
+	if it.Calendar != nil {
+		c, err := bucket.ParseCalendar(*it.Calendar)
+		if err != nil || c == bucket.NoCalendar {
+			return badRequest(fieldPath(i, "calendar"),
+				fmt.Sprintf("unknown calendar %s (want day, week, month or year)", quoteShort(*it.Calendar)))
+		}
+		dst.Limit.Calendar = c
+	}
+	if it.Timezone != nil {
+		if *it.Timezone == "" {
+			return badRequest(fieldPath(i, "timezone"), "must not be empty: omit it for UTC")
+		}
+		dst.Timezone = *it.Timezone // the limiter loads it, or names the field
 	}
 	if it.FailureMode != nil {
 		m, err := policy.ParseFailureMode(*it.FailureMode)
@@ -291,8 +308,8 @@ func describeType(t reflect.Type) string {
 
 // The parameters each kind of query-string request accepts.
 var (
-	checkParams     = []string{"key", "key_header", "policy", "limit", "period", "burst", "algorithm", "cost", "failure_mode", "deny_status"}
-	usageParams     = []string{"key", "key_header", "policy", "limit", "period", "burst", "algorithm", "failure_mode"}
+	checkParams     = []string{"key", "key_header", "policy", "limit", "period", "burst", "algorithm", "calendar", "timezone", "cost", "failure_mode", "deny_status"}
+	usageParams     = []string{"key", "key_header", "policy", "limit", "period", "burst", "algorithm", "calendar", "timezone", "failure_mode"}
 	checkBodyParams = []string{"deny_status"}
 )
 
@@ -367,7 +384,7 @@ func requestFromQuery(q url.Values, hdr http.Header, allowed []string, defaultCo
 	for _, p := range [...]struct {
 		name string
 		dst  **string
-	}{{"period", &it.Period}, {"algorithm", &it.Algorithm}, {"failure_mode", &it.FailureMode}} {
+	}{{"period", &it.Period}, {"algorithm", &it.Algorithm}, {"failure_mode", &it.FailureMode}, {"calendar", &it.Calendar}, {"timezone", &it.Timezone}} {
 		if v := q.Get(p.name); v != "" {
 			*p.dst = &v
 		}

@@ -15,6 +15,11 @@
 // times up to the year 2100 with any limit that passes [Limit.Validate].
 // Callers pass a limit that already passed Validate; only the cost is checked.
 //
+// A limit may count calendar periods instead of a Period (Limit.Calendar,
+// Limit.Zone): CalendarWindow is the boundary arithmetic, a pure function
+// of the calendar, the zone and now; LoadZone and Zones load IANA zones
+// (from the system's zoneinfo or the Go tzdata linked into the binary).
+//
 // Rules shared by every algorithm (except the first two for
 // TakeFixedWindowHits, which follows envoyproxy/ratelimit there: see it):
 //   - a denied take consumes nothing, and neither does a read (cost 0, always

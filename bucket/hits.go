@@ -8,7 +8,8 @@ import (
 // TakeFixedWindowHits counts cost hits in a fixed window, the way
 // envoyproxy/ratelimit counts them in Redis (INCRBY key hits, then
 // "over the limit" when the count after it exceeds the limit): windows of
-// length l.Period aligned to the Unix epoch, as for TakeFixedWindow, and
+// length l.Period aligned to the Unix epoch or calendar periods, as for
+// TakeFixedWindow, and
 //
 //	count' = count + cost, always; allowed iff count' <= Limit.
 //
@@ -26,7 +27,7 @@ import (
 //
 // Clamp: as for TakeFixedWindow, now is treated as at least s.Start. The
 // returned state is rolled to the window of the effective now, with
-// Expires = Start+Period.
+// Expires = the window's end.
 //
 // Remaining is max(0, Limit-count'), Count is count'; ResetAfter is the time until the
 // window ends, 0 when it holds nothing; when denied, RetryAfter is the time
@@ -36,9 +37,7 @@ func TakeFixedWindowHits(s WindowState, l Limit, now, cost int64) (WindowState, 
 	if cost < 0 {
 		return s, Result{Limit: limit}, costError(cost, limit)
 	}
-	period := int64(l.Period)
-	_, start, _, cur := advanceWindow(s, period, now)
-	end := start + period
+	start, end, cur := fixedWindow(s, l.Calendar, l.Zone, int64(l.Period), now)
 	if cur > math.MaxInt64-cost {
 		cur = math.MaxInt64
 	} else {

@@ -99,6 +99,16 @@ type Limit struct {
 	// Burst is the token bucket's capacity; 0 means Limit. Other algorithms
 	// ignore it.
 	Burst int64
+	// Calendar, when set, replaces Period by calendar periods in Zone (see
+	// CalendarWindow): Period and Burst must then be 0. It applies to
+	// FixedWindow, FixedWindowHits and TokenBucket; a TokenBucket with a
+	// Calendar is a quota of Limit units per period, full at each boundary
+	// and spent down within it, which is exactly a fixed window: it is
+	// taken with TakeFixedWindow and kept in a WindowState.
+	Calendar Calendar
+	// Zone is the calendar's time zone (LoadZone); nil is UTC. Only with a
+	// Calendar.
+	Zone *time.Location
 }
 
 // FieldError is a validation error that names the offending field.
@@ -112,10 +122,17 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // Validate checks the limit against the bounds above. Errors are *FieldError
-// naming "algorithm", "limit", "period" or "burst".
-func (l Limit) Validate() error {
+// naming "algorithm", "limit", "period", "burst", "calendar" or "timezone".
+func (l Limit) Validate() error { return l.validate() }
+
+// validate is Validate on a pointer: a Limit is too large for the compiler
+// to keep in registers, and each value-receiver call would copy it.
+func (l *Limit) validate() error {
 	if err := l.validateLimit(); err != nil {
 		return err
+	}
+	if l.Calendar != NoCalendar || l.Zone != nil {
+		return l.validateCalendar()
 	}
 	switch {
 	case l.Algorithm != Concurrency && l.Period <= 0:
@@ -131,15 +148,41 @@ func (l Limit) Validate() error {
 	}
 	if l.Algorithm == TokenBucket {
 		// capacity * emission interval must fit comfortably in int64 ns.
-		if l.interval()*l.Capacity() > int64(100*MaxPeriod) || l.interval()*l.Capacity()/l.Capacity() != l.interval() {
+		capacity := l.Limit
+		if l.Burst > 0 {
+			capacity = l.Burst
+		}
+		interval := (int64(l.Period) + l.Limit - 1) / l.Limit // Limit.interval
+		if interval*capacity > int64(100*MaxPeriod) || interval*capacity/capacity != interval {
 			return &FieldError{"burst", "burst/limit × period must be <= 100 years", ErrInvalidLimit}
 		}
 	}
 	return nil
 }
 
+// validateCalendar checks a calendar limit's fields.
+func (l *Limit) validateCalendar() error {
+	switch {
+	case l.Calendar == NoCalendar:
+		return &FieldError{"timezone", "needs a calendar", ErrInvalidLimit}
+	case l.Calendar > LastCalendar:
+		return &FieldError{"calendar", fmt.Sprintf("unknown calendar %d", l.Calendar), ErrUnknownCalendar}
+	case l.Algorithm != TokenBucket && l.Algorithm != FixedWindow && l.Algorithm != FixedWindowHits:
+		return &FieldError{"calendar", "not with algorithm " + l.Algorithm.String() + ": only token_bucket, fixed_window and fixed_window_hits", ErrInvalidLimit}
+	case l.Period != 0:
+		return &FieldError{"period", "must be empty with a calendar, which sets the period", ErrInvalidLimit}
+	case l.Burst != 0:
+		return &FieldError{"burst", "must be empty with a calendar (the quota is the limit)", ErrInvalidLimit}
+	}
+	return nil
+}
+
+// IsQuota reports whether l is a token bucket with a calendar, a quota
+// taken as a fixed window (see Limit.Calendar).
+func (l Limit) IsQuota() bool { return l.Algorithm == TokenBucket && l.Calendar != NoCalendar }
+
 // validateLimit checks the algorithm and the limit.
-func (l Limit) validateLimit() error {
+func (l *Limit) validateLimit() error {
 	switch {
 	case l.Algorithm < TokenBucket || l.Algorithm > LastAlgorithm:
 		return &FieldError{"algorithm", fmt.Sprintf("unknown algorithm %d", l.Algorithm), ErrUnknownAlgorithm}

@@ -33,11 +33,17 @@ func (s TokenState) ExpiresAt() int64 { return s.TAT }
 // expired (TAT <= now, a full bucket, equivalent to the zero state) it keeps
 // the TAT, which anchors the clamp.
 func TakeToken(s TokenState, l Limit, now, cost int64) (TokenState, Result, error) {
-	capacity := l.Capacity()
+	// The fields are read once, by hand: Limit is too large for the
+	// compiler to keep in registers, and a method call on it (Capacity,
+	// interval) copies it.
+	limit, capacity, period := l.Limit, l.Limit, int64(l.Period)
+	if l.Algorithm == TokenBucket && l.Burst > 0 { // Limit.Capacity
+		capacity = l.Burst
+	}
 	if cost < 0 || cost > capacity {
 		return s, Result{Limit: capacity}, costError(cost, capacity)
 	}
-	interval := l.interval()
+	interval := (period + limit - 1) / limit // Limit.interval
 	tau := capacity * interval
 	eff := now
 	if floor := s.TAT - tau; eff < floor {

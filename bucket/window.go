@@ -8,10 +8,12 @@ import (
 // WindowState is the state of a fixed window or a sliding-window counter.
 type WindowState struct {
 	// Start is the unix-nanosecond start of the current window, aligned to
-	// the period (Start % Period == 0).
+	// the period (Start % Period == 0), or for a calendar limit the
+	// period's first instant in its zone.
 	Start int64
 	// Expires is when the state stops carrying information (for a fixed
-	// window the end of the current window, for a sliding window the end of
+	// window the end of the current window, which for a calendar limit is
+	// the next boundary, for a sliding window the end of
 	// the window after it).
 	Expires int64
 	// Prev is the count of the previous window (sliding window only).
@@ -44,13 +46,14 @@ func advanceWindow(s WindowState, period, now int64) (eff, start, prev, cur int6
 }
 
 // TakeFixedWindow spends cost units from a fixed window: windows of length
-// l.Period aligned to the Unix epoch (Start = now - now%Period), each
+// l.Period aligned to the Unix epoch (Start = now - now%Period), or with a
+// Calendar the calendar periods of l.Zone (see CalendarWindow), each
 // admitting at most l.Limit units. A take is allowed iff Cur+cost <= Limit.
 //
 // Clamp: now is treated as at least s.Start, so a backwards clock step into an
 // earlier window counts against the current window and cannot reopen the
 // earlier one. The returned state is always rolled to the window of the
-// effective now, with Expires = Start+Period (a read or a deny may return such
+// effective now, with Expires = the window's end (a read or a deny may return such
 // a rolled state: it behaves exactly like the input).
 //
 // Remaining is Limit-Cur; ResetAfter is the time until the window ends (0
@@ -61,10 +64,8 @@ func TakeFixedWindow(s WindowState, l Limit, now, cost int64) (WindowState, Resu
 	if cost < 0 || cost > limit {
 		return s, Result{Limit: limit}, costError(cost, limit)
 	}
-	period := int64(l.Period)
-	_, start, _, cur := advanceWindow(s, period, now)
+	start, end, cur := fixedWindow(s, l.Calendar, l.Zone, int64(l.Period), now)
 	res := Result{Limit: limit}
-	end := start + period
 	if cost == 0 || cur+cost <= limit {
 		res.Allowed = true
 		cur += cost
@@ -76,6 +77,28 @@ func TakeFixedWindow(s WindowState, l Limit, now, cost int64) (WindowState, Resu
 		res.ResetAfter = time.Duration(end - now)
 	}
 	return WindowState{Start: start, Expires: end, Cur: cur}, res, nil
+}
+
+// fixedWindow returns the window of a fixed window's effective now,
+// max(now, s.Start), and the count it holds: s.Cur in the same window, 0
+// in a later one (or when s has expired). The windows are the calendar
+// periods of cal in loc, or without a calendar the period-aligned windows.
+// It takes the limit's fields, not the Limit: a Limit is too large for the
+// compiler to keep in registers, and passing it on copies it.
+func fixedWindow(s WindowState, cal Calendar, loc *time.Location, period, now int64) (start, end, cur int64) {
+	if cal == NoCalendar {
+		_, start, _, cur = advanceWindow(s, period, now)
+		return start, start + period, cur
+	}
+	if s.Expires <= now {
+		s = WindowState{}
+	}
+	eff := max(now, s.Start)
+	if s.Start <= eff && eff < s.Expires {
+		return s.Start, s.Expires, s.Cur // the period of s: no zone arithmetic
+	}
+	start, end = CalendarWindow(cal, loc, eff)
+	return start, end, 0
 }
 
 // TakeSlidingWindow spends cost units from a sliding-window counter. Windows

@@ -33,6 +33,20 @@ const (
 	FailAllow = sluicev1.FailureMode_FAILURE_MODE_ALLOW
 )
 
+// Calendar is a calendar period (see Limit.Calendar).
+type Calendar = sluicev1.Calendar
+
+// The calendar periods.
+const (
+	// Day runs from midnight to midnight in the limit's Timezone (23 or 25
+	// hours across a daylight saving change).
+	Day = sluicev1.Calendar_CALENDAR_DAY
+	// Week is the ISO 8601 week, from Monday midnight.
+	Week  = sluicev1.Calendar_CALENDAR_WEEK
+	Month = sluicev1.Calendar_CALENDAR_MONTH
+	Year  = sluicev1.Calendar_CALENDAR_YEAR
+)
+
 // Limit is an inline limit: Limit units per Period.
 type Limit struct {
 	// Algorithm; the zero value is the token bucket.
@@ -42,6 +56,13 @@ type Limit struct {
 	// Burst is the token bucket's capacity; 0 means Limit.
 	Burst       int64
 	FailureMode FailureMode
+	// Calendar, instead of Period, resets the limit at calendar boundaries
+	// in Timezone: TokenBucket (a quota of Limit units per period, full at
+	// each boundary), FixedWindow and FixedWindowHits. ResetAfter and
+	// RetryAfter run to the next boundary.
+	Calendar Calendar
+	// Timezone is the calendar's IANA zone, e.g. "Europe/Berlin"; "" is UTC.
+	Timezone string
 }
 
 // Item is one check: may Key spend Cost units under Policy or Limit?

@@ -12,7 +12,8 @@ import (
 
 // toProtoLimit is l on the wire.
 func toProtoLimit(l *Limit) *sluicev1.Limit {
-	pl := &sluicev1.Limit{Algorithm: l.Algorithm, Limit: l.Limit, Burst: l.Burst, FailureMode: l.FailureMode}
+	pl := &sluicev1.Limit{Algorithm: l.Algorithm, Limit: l.Limit, Burst: l.Burst, FailureMode: l.FailureMode,
+		Calendar: l.Calendar, Timezone: l.Timezone}
 	if l.Period != 0 {
 		pl.Period = durationpb.New(l.Period)
 	}
@@ -38,7 +39,8 @@ func (p *protoItem) set(key, policy string, l *Limit, cost int64) *sluicev1.Chec
 		p.item.Spec = &sluicev1.CheckItem_Policy{Policy: policy}
 		return &p.item
 	}
-	p.limit = sluicev1.Limit{Algorithm: l.Algorithm, Limit: l.Limit, Burst: l.Burst, FailureMode: l.FailureMode}
+	p.limit = sluicev1.Limit{Algorithm: l.Algorithm, Limit: l.Limit, Burst: l.Burst, FailureMode: l.FailureMode,
+		Calendar: l.Calendar, Timezone: l.Timezone}
 	if l.Period != 0 {
 		p.dur.Seconds, p.dur.Nanos = int64(l.Period/time.Second), int32(l.Period%time.Second)
 		p.limit.Period = &p.dur

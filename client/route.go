@@ -50,7 +50,15 @@ func (t *table) owner(it *sluicev1.CheckItem, now int64) (*nodeStream, bool) {
 		if alg == sluicev1.Algorithm_ALGORITHM_UNSPECIFIED {
 			alg = sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET
 		}
-		h = identity.Inline(uint8(alg), l.GetPeriod().AsDuration(), it.GetKey())
+		if c := l.GetCalendar(); c != sluicev1.Calendar_CALENDAR_UNSPECIFIED {
+			zone := l.GetTimezone()
+			if zone == "" {
+				zone = "UTC" // as the node names it
+			}
+			h = identity.Calendar(uint8(alg), uint8(c), zone, it.GetKey())
+		} else {
+			h = identity.Inline(uint8(alg), l.GetPeriod().AsDuration(), it.GetKey())
+		}
 	}
 	m, ok := t.ring.Owner(h)
 	if !ok {

@@ -409,3 +409,24 @@ func TestNodeCrashUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d checks (%d from fallback), stats %+v", l.checks.Load(), l.fallbacks.Load(), c.Stats())
 }
+
+// Calendar limits route by the same identity the nodes compute (the
+// calendar and the zone, "" being UTC): every check reaches its owner
+// directly.
+func TestRoutesCalendarLimitsToOwners(t *testing.T) {
+	tc := newCluster(t, 3)
+	c := newClient(t, client.Config{Addrs: tc.addrs()[:1]})
+	for i := 0; i < 60; i++ {
+		lim := client.Limit{Limit: 10, Calendar: client.Day}
+		if i%2 == 1 {
+			lim = client.Limit{Algorithm: client.FixedWindow, Limit: 10, Calendar: client.Month, Timezone: "Europe/Berlin"}
+		}
+		res, err := c.Check(context.Background(), client.Item{Key: fmt.Sprintf("tenant:%d", i%20), Limit: lim})
+		if err != nil || res[0].Err != nil || res[0].Source != "owner" {
+			t.Fatalf("check %d: %v %+v", i, err, res)
+		}
+	}
+	if st := c.Stats(); st.Misrouted != 0 {
+		t.Fatalf("%d calendar checks went to a node that had to forward them; want 0 (stats %+v)", st.Misrouted, st)
+	}
+}

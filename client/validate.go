@@ -66,7 +66,16 @@ func validateItem(it *sluicev1.CheckItem) (field, reason string) {
 			return "limit.period", err.Error()
 		}
 	}
-	l := bucket.Limit{Algorithm: bucket.Algorithm(alg), Limit: pl.GetLimit(), Period: pl.GetPeriod().AsDuration(), Burst: pl.GetBurst()}
+	if _, ok := sluicev1.Calendar_name[int32(pl.GetCalendar())]; !ok {
+		return "limit.calendar", fmt.Sprintf("unknown calendar %d", pl.GetCalendar())
+	}
+	if pl.GetTimezone() != "" && pl.GetCalendar() == sluicev1.Calendar_CALENDAR_UNSPECIFIED {
+		return "limit.timezone", "needs a calendar"
+	}
+	// The zone itself is the node's to load; an unknown one comes back
+	// as InvalidArgument naming limit.timezone.
+	l := bucket.Limit{Algorithm: bucket.Algorithm(alg), Limit: pl.GetLimit(), Period: pl.GetPeriod().AsDuration(), Burst: pl.GetBurst(),
+		Calendar: bucket.Calendar(pl.GetCalendar())}
 	if l.Burst != 0 && l.Algorithm != bucket.TokenBucket {
 		return "limit.burst", fmt.Sprintf("only token_bucket has a burst, not %s", l.Algorithm)
 	}

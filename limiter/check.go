@@ -84,6 +84,9 @@ func (l *Limiter) Check(ctx context.Context, reqs []Request, out []Result) ([]Re
 // the fields an error names (Check: "up_to" and "cost"; Grant:
 // "algorithm" and "want").
 func grantValid(i int, lim bucket.Limit, n int64, algField, nField string) error {
+	if lim.Calendar != bucket.NoCalendar {
+		return &FieldError{i, algField, "grants take a token bucket with a period, not a calendar limit", ErrInvalid}
+	}
 	if lim.Algorithm != bucket.TokenBucket {
 		return &FieldError{i, algField, "grants take a token bucket, not " + lim.Algorithm.String(), ErrInvalid}
 	}

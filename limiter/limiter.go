@@ -58,6 +58,7 @@ type Limiter struct {
 	reports            reports     // fallback admissions to report (see reconcile.go)
 	repl               replication // copies of states for heirs (see replicate.go)
 	metrics            *metrics
+	zones              bucket.Zones // inline calendar limits' zones (Request.Timezone)
 }
 
 // Close stops the limiter's background work (grant refills, credits of
@@ -146,32 +147,50 @@ func (l *Limiter) resolve(set *policy.Set, i int, r *Request) (resolved, error) 
 		if !set.AllowInline && !r.Trusted {
 			return out, &FieldError{i, "limit", "inline limits are disabled by the policy file; name a policy", ErrInlineDisabled}
 		}
-		if r.Limit.Burst != 0 && r.Limit.Algorithm != bucket.TokenBucket {
-			return out, &FieldError{i, "burst", fmt.Sprintf("only token_bucket has a burst, not %s", r.Limit.Algorithm), ErrInvalid}
+		lim := r.Limit
+		if r.Timezone != "" {
+			loc, err := l.zones.Load(r.Timezone)
+			if err != nil {
+				return out, &FieldError{i, "timezone", "unknown time zone " + policy.Echo(r.Timezone) + ": want an IANA name such as Europe/Berlin, or UTC", ErrInvalid}
+			}
+			lim.Zone = loc
 		}
-		if err := r.Limit.Validate(); err != nil {
+		if lim.Burst != 0 && lim.Algorithm != bucket.TokenBucket {
+			return out, &FieldError{i, "burst", fmt.Sprintf("only token_bucket has a burst, not %s", lim.Algorithm), ErrInvalid}
+		}
+		if err := lim.Validate(); err != nil {
 			var fe *bucket.FieldError
 			if errors.As(err, &fe) {
 				return out, &FieldError{i, fe.Field, fe.Reason, ErrInvalid}
 			}
 			return out, &FieldError{i, "limit", err.Error(), ErrInvalid}
 		}
-		out.limit, out.mode = r.Limit, r.FailureMode
+		out.limit, out.mode = lim, r.FailureMode
 	}
 	if r.Cost > out.limit.Capacity() && out.limit.Algorithm != bucket.FixedWindowHits {
 		return out, &FieldError{i, "cost", fmt.Sprintf("%d exceeds the limit's capacity %d", r.Cost, out.limit.Capacity()), ErrInvalid}
 	}
 	out.hash = bucketIdentity(&out, r.Key)
+	if out.limit.IsQuota() {
+		// A token bucket with a calendar is a quota, which is a fixed
+		// window of calendar periods (bucket.Limit.Calendar): from here on
+		// (store, grants, fallback, forwarding) it is one. Its identity
+		// above keeps the algorithm it was asked with.
+		out.limit.Algorithm = bucket.FixedWindow
+	}
 	return out, nil
 }
 
 // bucketIdentity hashes what makes a bucket: the algorithm, the policy name (or,
-// for an inline limit, its period) and the key. Two checks share state
+// for an inline limit, its period, or its calendar and zone) and the key. Two checks share state
 // exactly when these agree, so one key can carry layered limits (10/s and
 // 1000/h) while a changed limit number keeps the state it had.
 func bucketIdentity(r *resolved, key string) uint64 {
 	if r.policy != "" {
 		return identity.Policy(uint8(r.limit.Algorithm), r.policy, key)
+	}
+	if r.limit.Calendar != bucket.NoCalendar {
+		return identity.Calendar(uint8(r.limit.Algorithm), uint8(r.limit.Calendar), r.limit.Zone.String(), key)
 	}
 	return identity.Inline(uint8(r.limit.Algorithm), r.limit.Period, key)
 }

@@ -53,6 +53,10 @@ type Request struct {
 	Policy string
 	// Limit is an inline limit, used when Policy is empty.
 	Limit bucket.Limit
+	// Timezone is the IANA zone name of an inline calendar limit ("" is
+	// UTC, or Limit.Zone when that is set): the limiter loads it (cached)
+	// into Limit.Zone, and an unknown name is an error naming "timezone".
+	Timezone string
 	// FailureMode goes with an inline Limit.
 	FailureMode policy.FailureMode
 	// Trusted marks an inline Limit that comes from this node's own

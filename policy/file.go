@@ -20,7 +20,10 @@ import (
 //	  api:                    # name: [A-Za-z0-9_.:-]{1,64}
 //	    algorithm: token_bucket   # token_bucket (default) | sliding_window | fixed_window | sliding_log | concurrency | fixed_window_hits
 //	    limit: 100
-//	    period: 1m            # required except for concurrency; Go syntax or whole days ("7d")
+//	    period: 1m            # required except for concurrency and with a calendar; Go syntax or whole days ("7d")
+//	    calendar: month       # instead of period: day | week (ISO, from Monday) | month | year;
+//	                          # token_bucket (a quota, full at each boundary), fixed_window, fixed_window_hits
+//	    timezone: Europe/Berlin   # optional, with calendar: an IANA zone; default UTC
 //	    burst: 200            # optional, token_bucket only
 //	    failure_mode: local   # local (default) | deny | allow
 //	    grants: auto          # auto (default) | always | never: local token grants for hot keys
@@ -288,7 +291,7 @@ func ValidName(s string) bool {
 func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 	pol := Policy{Name: name, Limit: bucket.Limit{Algorithm: bucket.TokenBucket}}
 	n = resolve(n)
-	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, burst, failure_mode, grants, max_ttl)")
+	pairs, err := mappingPairs(n, path, "fields (algorithm, limit, period, calendar, timezone, burst, failure_mode, grants, max_ttl)")
 	if err != nil {
 		return pol, err
 	}
@@ -340,6 +343,10 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 				pol.Limit.Period = d
 				periodNode = v
 			}
+		case "calendar", "timezone":
+			if err := calendarField(&pol, k.Value, v, fpath); err != nil {
+				return pol, err
+			}
 		case "burst":
 			i, ok, err := intField(v, fpath)
 			if err != nil {
@@ -384,7 +391,7 @@ func policyFields(name, path string, n *yaml.Node) (Policy, error) {
 			}
 			pol.MaxTTL, maxTTLLine = d, lineOf(v)
 		default:
-			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %.64s not found in %s (want algorithm, limit, period, burst, failure_mode, grants or max_ttl)", k.Value, path)}
+			return pol, &FileError{Line: k.Line, Reason: fmt.Sprintf("field %.64s not found in %s (want algorithm, limit, period, calendar, timezone, burst, failure_mode, grants or max_ttl)", k.Value, path)}
 		}
 	}
 	if pol.MaxTTL != 0 && pol.Limit.Algorithm != bucket.Concurrency {

@@ -44,6 +44,11 @@ func (s *Set) Hash() string {
 		b = binary.AppendVarint(b, l.Limit)
 		b = binary.AppendVarint(b, int64(l.Period))
 		b = binary.AppendVarint(b, l.Burst)
+		if l.Calendar != bucket.NoCalendar { // only then, as for max_ttl
+			b = append(b, 'c', byte(l.Calendar))
+			b = append(b, l.Zone.String()...) // nil is "UTC"
+			b = append(b, 0)
+		}
 		if p.MaxTTL != 0 { // only then, so that sets without one keep their hash
 			b = append(b, 't')
 			b = binary.AppendVarint(b, int64(p.MaxTTL))

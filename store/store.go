@@ -112,7 +112,12 @@ func (s *Store) Take(key uint64, l bucket.Limit, now, cost int64) (bucket.Result
 func (s *Store) TakeAs(key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	switch l.Algorithm {
 	case bucket.TokenBucket:
-		return s.takeToken(s.shardOf(key), key, l, now, cost, as)
+		if l.Calendar == bucket.NoCalendar {
+			return s.takeToken(s.shardOf(key), key, l, now, cost, as)
+		}
+		// A quota: a fixed window of calendar periods (bucket.Limit.Calendar).
+		sh := s.shardOf(key)
+		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false, as)
 	case bucket.FixedWindow:
 		sh := s.shardOf(key)
 		return s.takeWindow(sh, &sh.fixed, bucket.TakeFixedWindow, key, l, now, cost, false, as)

@@ -27,6 +27,10 @@ func toPeerItem(item *sluicev1.PeerItem, lim *sluicev1.PeerLimit, f *limiter.For
 	lim.Limit = f.Limit.Limit
 	lim.PeriodNs = int64(f.Limit.Period)
 	lim.Burst = f.Limit.Burst
+	lim.Calendar, lim.Timezone = wire.ToProtoCalendar(f.Limit.Calendar), ""
+	if f.Limit.Calendar != bucket.NoCalendar {
+		lim.Timezone = f.Limit.Zone.String()
+	}
 	item.Hash = f.Hash
 	item.Limit = lim
 	item.Cost = f.Cost
@@ -46,14 +50,16 @@ var peerLimitFields = map[string]string{
 	"limit":     "limit.limit",
 	"period":    "limit.period_ns",
 	"burst":     "limit.burst",
+	"calendar":  "limit.calendar",
+	"timezone":  "limit.timezone",
 }
 
 // fromPeerItem converts and validates a forwarded item. Peers are trusted
 // but may run another version, so nothing reaches the limiter that the
 // bucket algorithms would not accept: the limit passes Validate and the
 // cost is within [0, limiter.MaxCost] (any cost >= 0 for fixed_window_hits). The error names the field relative
-// to the item.
-func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldError {
+// to the item. zones caches the calendar limits' zones (nil: no cache).
+func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem, zones *bucket.Zones) *wire.FieldError {
 	if it == nil {
 		return &wire.FieldError{Field: "", Reason: "must not be null"}
 	}
@@ -76,6 +82,17 @@ func fromPeerItem(dst *limiter.Forwarded, it *sluicev1.PeerItem) *wire.FieldErro
 		Acting: it.GetActing(),
 		Inline: it.GetInline(),
 		Client: it.GetClient(),
+	}
+	if l.GetCalendar() != sluicev1.Calendar_CALENDAR_UNSPECIFIED || l.GetTimezone() != "" {
+		cal, ok := wire.FromProtoCalendar(l.GetCalendar())
+		if !ok {
+			return &wire.FieldError{Field: "limit.calendar", Reason: fmt.Sprintf("unknown calendar %d", l.GetCalendar())}
+		}
+		loc, err := zones.Load(l.GetTimezone())
+		if err != nil {
+			return &wire.FieldError{Field: "limit.timezone", Reason: err.Error()}
+		}
+		dst.Limit.Calendar, dst.Limit.Zone = cal, loc
 	}
 	if err := dst.Limit.Validate(); err != nil {
 		var fe *bucket.FieldError

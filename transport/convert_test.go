@@ -62,6 +62,10 @@ func TestPeerConvertKeyStateRoundTrip(t *testing.T) {
 }
 
 func TestPeerConvertItemRoundTrip(t *testing.T) {
+	berlin, err := bucket.LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	items := []limiter.Forwarded{
 		{Hash: 1, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Second, Burst: 20}, Cost: 3},
 		{Hash: 2, Limit: bucket.Limit{Algorithm: bucket.SlidingWindow, Limit: 100, Period: time.Hour}, Cost: 0},
@@ -74,15 +78,24 @@ func TestPeerConvertItemRoundTrip(t *testing.T) {
 		{Hash: 8, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Second}, Cost: 4, Credit: true},
 		{Hash: 9, Limit: bucket.Limit{Algorithm: bucket.SlidingWindow, Limit: 10, Period: time.Second}, Cost: 30, Report: true},
 		{Hash: 10, Limit: bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 1, Period: bucket.MaxPeriod}, Cost: 1, Inline: true, Client: 0xc11e47},
+		{Hash: 11, Limit: bucket.Limit{Algorithm: bucket.FixedWindow, Limit: 10, Calendar: bucket.Day}, Cost: 1},
+		{Hash: 12, Limit: bucket.Limit{Algorithm: bucket.FixedWindowHits, Limit: 10, Calendar: bucket.Month, Zone: berlin}, Cost: 1},
 	}
 	for _, f := range items {
 		var it sluicev1.PeerItem
 		var lim sluicev1.PeerLimit
 		toPeerItem(&it, &lim, &f)
 		var got limiter.Forwarded
-		if fe := fromPeerItem(&got, &it); fe != nil {
+		if fe := fromPeerItem(&got, &it, nil); fe != nil {
 			t.Fatalf("%+v: %s: %s", f, fe.Field, fe.Reason)
 		}
+		if f.Limit.Calendar != bucket.NoCalendar && f.Limit.Zone == nil {
+			f.Limit.Zone = time.UTC // sent as "UTC"
+		}
+		if got.Limit.Zone.String() != f.Limit.Zone.String() {
+			t.Errorf("round trip: zone %v, want %v", got.Limit.Zone, f.Limit.Zone)
+		}
+		got.Limit.Zone = f.Limit.Zone // two loads of a zone are two pointers
 		if got != f {
 			t.Errorf("round trip: got %+v, want %+v", got, f)
 		}
@@ -107,9 +120,14 @@ func TestPeerConvertReturnBadInput(t *testing.T) {
 		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Report: true, UpTo: true, Limit: tok}, "report"},
 		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Report: true, Credit: true, Limit: tok}, "report"},
 		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Report: true, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}}, "report"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 4, Calendar: 9}}, "limit.calendar"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 4, Calendar: 1, Timezone: "Mars/Base"}}, "limit.timezone"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 4, PeriodNs: 1, Timezone: "UTC"}}, "limit.timezone"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 4, PeriodNs: 1, Calendar: 1}}, "limit.period_ns"},
+		{&sluicev1.PeerItem{Hash: 1, Cost: 1, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_SLIDING_WINDOW, Limit: 4, Calendar: 1}}, "limit.calendar"},
 	} {
 		var got limiter.Forwarded
-		if fe := fromPeerItem(&got, tc.it); fe == nil || fe.Field != tc.field || fe.Reason == "" {
+		if fe := fromPeerItem(&got, tc.it, nil); fe == nil || fe.Field != tc.field || fe.Reason == "" {
 			t.Errorf("%v: %+v, want an error on %s", tc.it, fe, tc.field)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
@@ -140,7 +141,9 @@ type peerServer struct {
 	sluicev1.UnimplementedPeerServer
 	svc  PeerService
 	name string
-	obs  [numPeerMethods]prometheus.Observer
+	// zones caches the zones of forwarded calendar limits.
+	zones bucket.Zones
+	obs   [numPeerMethods]prometheus.Observer
 	// drain ends when CheckStream clients are asked to go away; nil if
 	// never.
 	drain    context.Context
@@ -195,7 +198,7 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 	ans := make([]limiter.Answer, len(items))
 	var bad map[int]error // invalid items; nil on the normal path
 	for i, it := range items {
-		if fe := fromPeerItem(&fw[i], it); fe != nil {
+		if fe := fromPeerItem(&fw[i], it, &s.zones); fe != nil {
 			if bad == nil {
 				bad = make(map[int]error)
 			}
@@ -259,7 +262,7 @@ func callDeadline(ctx context.Context, timeoutNs int64) (context.Context, contex
 
 // singleItem validates the hop count and converts the item of an Acquire
 // or Release.
-func singleItem(hops uint32, it *sluicev1.PeerItem) (int, limiter.Forwarded, error) {
+func singleItem(hops uint32, it *sluicev1.PeerItem, zones *bucket.Zones) (int, limiter.Forwarded, error) {
 	var f limiter.Forwarded
 	h, err := peerHops(hops)
 	if err != nil {
@@ -268,7 +271,7 @@ func singleItem(hops uint32, it *sluicev1.PeerItem) (int, limiter.Forwarded, err
 	if it == nil {
 		return 0, f, wire.InvalidArgument("item", "is required")
 	}
-	if fe := fromPeerItem(&f, it); fe != nil {
+	if fe := fromPeerItem(&f, it, zones); fe != nil {
 		return 0, f, wire.InvalidArgument(peerFieldPath("item", fe.Field), fe.Reason)
 	}
 	return h, f, nil
@@ -276,7 +279,7 @@ func singleItem(hops uint32, it *sluicev1.PeerItem) (int, limiter.Forwarded, err
 
 func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireRequest) (*sluicev1.PeerAcquireResponse, error) {
 	defer s.observe(peerAcquire, time.Now())
-	hops, f, err := singleItem(req.GetHops(), req.GetItem())
+	hops, f, err := singleItem(req.GetHops(), req.GetItem(), &s.zones)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +302,7 @@ func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireReque
 
 func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseRequest) (*sluicev1.PeerReleaseResponse, error) {
 	defer s.observe(peerRelease, time.Now())
-	hops, f, err := singleItem(req.GetHops(), req.GetItem())
+	hops, f, err := singleItem(req.GetHops(), req.GetItem(), &s.zones)
 	if err != nil {
 		return nil, err
 	}

@@ -84,8 +84,8 @@ func newRule(i int, name, policy string, limit client.Limit, cost int64, hasKey 
 		return rule{}, fmt.Errorf("%w: %s.Cost: must not be negative", ErrConfig, field)
 	case limit.Algorithm == client.Concurrency:
 		return rule{}, fmt.Errorf("%w: %s.Limit.Algorithm: concurrency limits are held with Acquire and Release, not checked per request", ErrConfig, field)
-	case policy == "" && (limit.Limit <= 0 || limit.Period <= 0):
-		return rule{}, fmt.Errorf("%w: %s.Limit: Limit and Period must be > 0 when there is no Policy", ErrConfig, field)
+	case policy == "" && (limit.Limit <= 0 || limit.Period <= 0 && limit.Calendar == client.Calendar(0)):
+		return rule{}, fmt.Errorf("%w: %s.Limit: Limit and Period (or a Calendar) must be > 0 when there is no Policy", ErrConfig, field)
 	}
 	return rule{name: name, policy: policy, limit: limit, cost: cost}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // the IANA zones of calendar limits, also in a FROM scratch image
 )
 
 // Exit codes of the check, usage and rls commands.

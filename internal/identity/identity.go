@@ -41,3 +41,19 @@ func Inline(alg uint8, period time.Duration, key string) uint64 {
 	_, _ = d.WriteString(key)
 	return d.Sum64()
 }
+
+// Calendar is the identity of key's bucket under an inline calendar limit
+// of algorithm alg, calendar cal (the bucket.Calendar number, 1 to 4) and
+// the IANA zone name zone ("UTC" for UTC). Its second byte, 'c', sets it
+// apart from every Inline identity ('i') whatever the period, and the zone
+// is part of it: a day in Europe/Berlin is not a day in UTC.
+func Calendar(alg, cal uint8, zone, key string) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	head := [4]byte{alg, 'c', cal, 0}
+	_, _ = d.Write(head[:3])
+	_, _ = d.WriteString(zone)
+	_, _ = d.Write(head[3:]) // a zero separator
+	_, _ = d.WriteString(key)
+	return d.Sum64()
+}

@@ -45,3 +45,16 @@ func FromProtoAlgorithm(a sluicev1.Algorithm) (bucket.Algorithm, bool) {
 	}
 	return 0, false
 }
+
+// ToProtoCalendar maps a bucket calendar to the wire enum (their numbers
+// agree: NoCalendar is CALENDAR_UNSPECIFIED).
+func ToProtoCalendar(c bucket.Calendar) sluicev1.Calendar { return sluicev1.Calendar(c) }
+
+// FromProtoCalendar maps the wire enum to a bucket calendar, reporting
+// false for values it does not know.
+func FromProtoCalendar(c sluicev1.Calendar) (bucket.Calendar, bool) {
+	if c < 0 || c > sluicev1.Calendar(bucket.LastCalendar) {
+		return 0, false
+	}
+	return bucket.Calendar(c), true
+}

@@ -199,6 +199,12 @@ func (c *Cluster) Owner(on string, req limiter.Request) string {
 			c.t.Fatalf("limitertest: %s: no policy %q", on, req.Policy)
 		}
 		hash = identity.Policy(uint8(p.Limit.Algorithm), p.Name, req.Key)
+	} else if req.Limit.Calendar != 0 {
+		zone := req.Timezone
+		if zone == "" {
+			zone = req.Limit.Zone.String()
+		}
+		hash = identity.Calendar(uint8(req.Limit.Algorithm), uint8(req.Limit.Calendar), zone, req.Key)
 	} else {
 		hash = identity.Inline(uint8(req.Limit.Algorithm), req.Limit.Period, req.Key)
 	}

@@ -26,11 +26,15 @@ const (
 
 // PeerLimit is a resolved, validated limit.
 type PeerLimit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Algorithm     Algorithm              `protobuf:"varint,1,opt,name=algorithm,proto3,enum=sluice.v1.Algorithm" json:"algorithm,omitempty"`
-	Limit         int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	PeriodNs      int64                  `protobuf:"varint,3,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
-	Burst         int64                  `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Algorithm Algorithm              `protobuf:"varint,1,opt,name=algorithm,proto3,enum=sluice.v1.Algorithm" json:"algorithm,omitempty"`
+	Limit     int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	PeriodNs  int64                  `protobuf:"varint,3,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
+	Burst     int64                  `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
+	// A calendar limit: its calendar and IANA zone name ("UTC" for UTC);
+	// period_ns is then 0.
+	Calendar      Calendar `protobuf:"varint,5,opt,name=calendar,proto3,enum=sluice.v1.Calendar" json:"calendar,omitempty"`
+	Timezone      string   `protobuf:"bytes,6,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -91,6 +95,20 @@ func (x *PeerLimit) GetBurst() int64 {
 		return x.Burst
 	}
 	return 0
+}
+
+func (x *PeerLimit) GetCalendar() Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return Calendar_CALENDAR_UNSPECIFIED
+}
+
+func (x *PeerLimit) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
 }
 
 // PeerItem is one forwarded check, identified by its identity hash.
@@ -1482,12 +1500,14 @@ var File_sluice_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x14sluice/v1/peer.proto\x12\tsluice.v1\x1a\x16sluice/v1/sluice.proto\"\x88\x01\n" +
+	"\x14sluice/v1/peer.proto\x12\tsluice.v1\x1a\x16sluice/v1/sluice.proto\"\xd5\x01\n" +
 	"\tPeerLimit\x122\n" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x03 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\x8e\x02\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\x12/\n" +
+	"\bcalendar\x18\x05 \x01(\x0e2\x13.sluice.v1.CalendarR\bcalendar\x12\x1a\n" +
+	"\btimezone\x18\x06 \x01(\tR\btimezone\"\x8e\x02\n" +
 	"\bPeerItem\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12*\n" +
 	"\x05limit\x18\x02 \x01(\v2\x14.sluice.v1.PeerLimitR\x05limit\x12\x12\n" +
@@ -1640,41 +1660,43 @@ var file_sluice_v1_peer_proto_goTypes = []any{
 	(*RaftRequest)(nil),             // 17: sluice.v1.RaftRequest
 	(*RaftResponse)(nil),            // 18: sluice.v1.RaftResponse
 	(Algorithm)(0),                  // 19: sluice.v1.Algorithm
+	(Calendar)(0),                   // 20: sluice.v1.Calendar
 }
 var file_sluice_v1_peer_proto_depIdxs = []int32{
 	19, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
-	0,  // 1: sluice.v1.PeerItem.limit:type_name -> sluice.v1.PeerLimit
-	1,  // 2: sluice.v1.PeerCheckRequest.items:type_name -> sluice.v1.PeerItem
-	2,  // 3: sluice.v1.PeerCheckResponse.results:type_name -> sluice.v1.PeerResult
-	3,  // 4: sluice.v1.PeerCheckStreamRequest.request:type_name -> sluice.v1.PeerCheckRequest
-	4,  // 5: sluice.v1.PeerCheckStreamResponse.response:type_name -> sluice.v1.PeerCheckResponse
-	1,  // 6: sluice.v1.PeerAcquireRequest.item:type_name -> sluice.v1.PeerItem
-	2,  // 7: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
-	1,  // 8: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
-	2,  // 9: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
-	19, // 10: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
-	11, // 11: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
-	14, // 12: sluice.v1.FetchResponse.owners:type_name -> sluice.v1.OwnerHint
-	11, // 13: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
-	3,  // 14: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
-	5,  // 15: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
-	7,  // 16: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
-	9,  // 17: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
-	12, // 18: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
-	15, // 19: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
-	17, // 20: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
-	4,  // 21: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
-	6,  // 22: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
-	8,  // 23: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
-	10, // 24: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
-	13, // 25: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
-	16, // 26: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
-	18, // 27: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	20, // 1: sluice.v1.PeerLimit.calendar:type_name -> sluice.v1.Calendar
+	0,  // 2: sluice.v1.PeerItem.limit:type_name -> sluice.v1.PeerLimit
+	1,  // 3: sluice.v1.PeerCheckRequest.items:type_name -> sluice.v1.PeerItem
+	2,  // 4: sluice.v1.PeerCheckResponse.results:type_name -> sluice.v1.PeerResult
+	3,  // 5: sluice.v1.PeerCheckStreamRequest.request:type_name -> sluice.v1.PeerCheckRequest
+	4,  // 6: sluice.v1.PeerCheckStreamResponse.response:type_name -> sluice.v1.PeerCheckResponse
+	1,  // 7: sluice.v1.PeerAcquireRequest.item:type_name -> sluice.v1.PeerItem
+	2,  // 8: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
+	1,  // 9: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
+	2,  // 10: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
+	19, // 11: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
+	11, // 12: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
+	14, // 13: sluice.v1.FetchResponse.owners:type_name -> sluice.v1.OwnerHint
+	11, // 14: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
+	3,  // 15: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
+	5,  // 16: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
+	7,  // 17: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
+	9,  // 18: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
+	12, // 19: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
+	15, // 20: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
+	17, // 21: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
+	4,  // 22: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
+	6,  // 23: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
+	8,  // 24: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
+	10, // 25: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
+	13, // 26: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
+	16, // 27: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
+	18, // 28: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_peer_proto_init() }

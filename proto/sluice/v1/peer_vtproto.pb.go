@@ -50,6 +50,18 @@ func (m *PeerLimit) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Timezone) > 0 {
+		i -= len(m.Timezone)
+		copy(dAtA[i:], m.Timezone)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Timezone)))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.Calendar != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Calendar))
+		i--
+		dAtA[i] = 0x28
+	}
 	if m.Burst != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Burst))
 		i--
@@ -1448,6 +1460,13 @@ func (m *PeerLimit) SizeVT() (n int) {
 	if m.Burst != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Burst))
 	}
+	if m.Calendar != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Calendar))
+	}
+	l = len(m.Timezone)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2042,6 +2061,57 @@ func (m *PeerLimit) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Calendar", wireType)
+			}
+			m.Calendar = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Calendar |= Calendar(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Timezone", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Timezone = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -96,6 +96,68 @@ func (Algorithm) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{0}
 }
 
+// Calendar is a calendar period: a limit with one resets at the period's
+// boundaries (local midnights) in its timezone instead of every period.
+type Calendar int32
+
+const (
+	// No calendar: the limit's period applies.
+	Calendar_CALENDAR_UNSPECIFIED Calendar = 0
+	// Midnight to midnight (23 or 25 hours across a daylight saving change).
+	Calendar_CALENDAR_DAY Calendar = 1
+	// The ISO 8601 week, Monday midnight to Monday midnight.
+	Calendar_CALENDAR_WEEK Calendar = 2
+	// The first of a month to the first of the next.
+	Calendar_CALENDAR_MONTH Calendar = 3
+	// The first of January to the first of January.
+	Calendar_CALENDAR_YEAR Calendar = 4
+)
+
+// Enum value maps for Calendar.
+var (
+	Calendar_name = map[int32]string{
+		0: "CALENDAR_UNSPECIFIED",
+		1: "CALENDAR_DAY",
+		2: "CALENDAR_WEEK",
+		3: "CALENDAR_MONTH",
+		4: "CALENDAR_YEAR",
+	}
+	Calendar_value = map[string]int32{
+		"CALENDAR_UNSPECIFIED": 0,
+		"CALENDAR_DAY":         1,
+		"CALENDAR_WEEK":        2,
+		"CALENDAR_MONTH":       3,
+		"CALENDAR_YEAR":        4,
+	}
+)
+
+func (x Calendar) Enum() *Calendar {
+	p := new(Calendar)
+	*p = x
+	return p
+}
+
+func (x Calendar) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Calendar) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_sluice_proto_enumTypes[1].Descriptor()
+}
+
+func (Calendar) Type() protoreflect.EnumType {
+	return &file_sluice_v1_sluice_proto_enumTypes[1]
+}
+
+func (x Calendar) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Calendar.Descriptor instead.
+func (Calendar) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{1}
+}
+
 // FailureMode says what a node does when the owner of a key is unreachable.
 type FailureMode int32
 
@@ -137,11 +199,11 @@ func (x FailureMode) String() string {
 }
 
 func (FailureMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_v1_sluice_proto_enumTypes[1].Descriptor()
+	return file_sluice_v1_sluice_proto_enumTypes[2].Descriptor()
 }
 
 func (FailureMode) Type() protoreflect.EnumType {
-	return &file_sluice_v1_sluice_proto_enumTypes[1]
+	return &file_sluice_v1_sluice_proto_enumTypes[2]
 }
 
 func (x FailureMode) Number() protoreflect.EnumNumber {
@@ -150,7 +212,7 @@ func (x FailureMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailureMode.Descriptor instead.
 func (FailureMode) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
 }
 
 // Source says where an answer came from.
@@ -193,11 +255,11 @@ func (x Source) String() string {
 }
 
 func (Source) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_v1_sluice_proto_enumTypes[2].Descriptor()
+	return file_sluice_v1_sluice_proto_enumTypes[3].Descriptor()
 }
 
 func (Source) Type() protoreflect.EnumType {
-	return &file_sluice_v1_sluice_proto_enumTypes[2]
+	return &file_sluice_v1_sluice_proto_enumTypes[3]
 }
 
 func (x Source) Number() protoreflect.EnumNumber {
@@ -206,7 +268,7 @@ func (x Source) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Source.Descriptor instead.
 func (Source) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
 }
 
 // Limit is an inline limit definition.
@@ -215,11 +277,20 @@ type Limit struct {
 	Algorithm Algorithm              `protobuf:"varint,1,opt,name=algorithm,proto3,enum=sluice.v1.Algorithm" json:"algorithm,omitempty"`
 	// Units per period; must be > 0 (FIXED_WINDOW_HITS: >= 0, up to 2^32-1).
 	Limit int64 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	// The window or refill period; must be > 0 and at most 366 days.
+	// The window or refill period; must be > 0 and at most 366 days; absent
+	// with a calendar.
 	Period *durationpb.Duration `protobuf:"bytes,3,opt,name=period,proto3" json:"period,omitempty"`
-	// Token bucket capacity; 0 means equal to limit. Other algorithms take no burst.
-	Burst         int64       `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
-	FailureMode   FailureMode `protobuf:"varint,5,opt,name=failure_mode,json=failureMode,proto3,enum=sluice.v1.FailureMode" json:"failure_mode,omitempty"`
+	// Token bucket capacity; 0 means equal to limit. Other algorithms take no
+	// burst, nor does a calendar limit.
+	Burst       int64       `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
+	FailureMode FailureMode `protobuf:"varint,5,opt,name=failure_mode,json=failureMode,proto3,enum=sluice.v1.FailureMode" json:"failure_mode,omitempty"`
+	// A calendar period instead of period, for TOKEN_BUCKET (a quota of limit
+	// units per period, full again at each boundary), FIXED_WINDOW and
+	// FIXED_WINDOW_HITS. reset_after and retry_after run to the next boundary.
+	Calendar Calendar `protobuf:"varint,6,opt,name=calendar,proto3,enum=sluice.v1.Calendar" json:"calendar,omitempty"`
+	// The calendar's IANA time zone, e.g. "Europe/Berlin"; empty is UTC. Only
+	// with a calendar.
+	Timezone      string `protobuf:"bytes,7,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +358,20 @@ func (x *Limit) GetFailureMode() FailureMode {
 		return x.FailureMode
 	}
 	return FailureMode_FAILURE_MODE_UNSPECIFIED
+}
+
+func (x *Limit) GetCalendar() Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return Calendar_CALENDAR_UNSPECIFIED
+}
+
+func (x *Limit) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
 }
 
 // CheckItem asks whether key may spend cost units under a limit.
@@ -1716,13 +1801,15 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd5\x01\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\"\xa2\x02\n" +
 	"\x05Limit\x122\n" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x121\n" +
 	"\x06period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
 	"\x05burst\x18\x04 \x01(\x03R\x05burst\x129\n" +
-	"\ffailure_mode\x18\x05 \x01(\x0e2\x16.sluice.v1.FailureModeR\vfailureMode\"\xa0\x01\n" +
+	"\ffailure_mode\x18\x05 \x01(\x0e2\x16.sluice.v1.FailureModeR\vfailureMode\x12/\n" +
+	"\bcalendar\x18\x06 \x01(\x0e2\x13.sluice.v1.CalendarR\bcalendar\x12\x1a\n" +
+	"\btimezone\x18\a \x01(\tR\btimezone\"\xa0\x01\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
 	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
@@ -1843,7 +1930,13 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x19\n" +
 	"\x15ALGORITHM_CONCURRENCY\x10\x05\x12\x1f\n" +
-	"\x1bALGORITHM_FIXED_WINDOW_HITS\x10\x06*r\n" +
+	"\x1bALGORITHM_FIXED_WINDOW_HITS\x10\x06*p\n" +
+	"\bCalendar\x12\x18\n" +
+	"\x14CALENDAR_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fCALENDAR_DAY\x10\x01\x12\x11\n" +
+	"\rCALENDAR_WEEK\x10\x02\x12\x12\n" +
+	"\x0eCALENDAR_MONTH\x10\x03\x12\x11\n" +
+	"\rCALENDAR_YEAR\x10\x04*r\n" +
 	"\vFailureMode\x12\x1c\n" +
 	"\x18FAILURE_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FAILURE_MODE_LOCAL\x10\x01\x12\x15\n" +
@@ -1876,77 +1969,79 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_sluice_proto_rawDescData
 }
 
-var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: sluice.v1.Algorithm
-	(FailureMode)(0),            // 1: sluice.v1.FailureMode
-	(Source)(0),                 // 2: sluice.v1.Source
-	(*Limit)(nil),               // 3: sluice.v1.Limit
-	(*CheckItem)(nil),           // 4: sluice.v1.CheckItem
-	(*CheckRequest)(nil),        // 5: sluice.v1.CheckRequest
-	(*ItemError)(nil),           // 6: sluice.v1.ItemError
-	(*CheckResult)(nil),         // 7: sluice.v1.CheckResult
-	(*CheckResponse)(nil),       // 8: sluice.v1.CheckResponse
-	(*CheckStreamRequest)(nil),  // 9: sluice.v1.CheckStreamRequest
-	(*CheckStreamResponse)(nil), // 10: sluice.v1.CheckStreamResponse
-	(*AcquireRequest)(nil),      // 11: sluice.v1.AcquireRequest
-	(*AcquireResponse)(nil),     // 12: sluice.v1.AcquireResponse
-	(*GrantRequest)(nil),        // 13: sluice.v1.GrantRequest
-	(*GrantResponse)(nil),       // 14: sluice.v1.GrantResponse
-	(*ReleaseRequest)(nil),      // 15: sluice.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),     // 16: sluice.v1.ReleaseResponse
-	(*MembersRequest)(nil),      // 17: sluice.v1.MembersRequest
-	(*Member)(nil),              // 18: sluice.v1.Member
-	(*RingConfig)(nil),          // 19: sluice.v1.RingConfig
-	(*MembersResponse)(nil),     // 20: sluice.v1.MembersResponse
-	nil,                         // 21: sluice.v1.MembersResponse.PoliciesEntry
-	(*durationpb.Duration)(nil), // 22: google.protobuf.Duration
+	(Calendar)(0),               // 1: sluice.v1.Calendar
+	(FailureMode)(0),            // 2: sluice.v1.FailureMode
+	(Source)(0),                 // 3: sluice.v1.Source
+	(*Limit)(nil),               // 4: sluice.v1.Limit
+	(*CheckItem)(nil),           // 5: sluice.v1.CheckItem
+	(*CheckRequest)(nil),        // 6: sluice.v1.CheckRequest
+	(*ItemError)(nil),           // 7: sluice.v1.ItemError
+	(*CheckResult)(nil),         // 8: sluice.v1.CheckResult
+	(*CheckResponse)(nil),       // 9: sluice.v1.CheckResponse
+	(*CheckStreamRequest)(nil),  // 10: sluice.v1.CheckStreamRequest
+	(*CheckStreamResponse)(nil), // 11: sluice.v1.CheckStreamResponse
+	(*AcquireRequest)(nil),      // 12: sluice.v1.AcquireRequest
+	(*AcquireResponse)(nil),     // 13: sluice.v1.AcquireResponse
+	(*GrantRequest)(nil),        // 14: sluice.v1.GrantRequest
+	(*GrantResponse)(nil),       // 15: sluice.v1.GrantResponse
+	(*ReleaseRequest)(nil),      // 16: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 17: sluice.v1.ReleaseResponse
+	(*MembersRequest)(nil),      // 18: sluice.v1.MembersRequest
+	(*Member)(nil),              // 19: sluice.v1.Member
+	(*RingConfig)(nil),          // 20: sluice.v1.RingConfig
+	(*MembersResponse)(nil),     // 21: sluice.v1.MembersResponse
+	nil,                         // 22: sluice.v1.MembersResponse.PoliciesEntry
+	(*durationpb.Duration)(nil), // 23: google.protobuf.Duration
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.Limit.algorithm:type_name -> sluice.v1.Algorithm
-	22, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
-	1,  // 2: sluice.v1.Limit.failure_mode:type_name -> sluice.v1.FailureMode
-	3,  // 3: sluice.v1.CheckItem.limit:type_name -> sluice.v1.Limit
-	4,  // 4: sluice.v1.CheckRequest.items:type_name -> sluice.v1.CheckItem
-	22, // 5: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
-	22, // 6: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
-	2,  // 7: sluice.v1.CheckResult.source:type_name -> sluice.v1.Source
-	6,  // 8: sluice.v1.CheckResult.error:type_name -> sluice.v1.ItemError
-	7,  // 9: sluice.v1.CheckResponse.results:type_name -> sluice.v1.CheckResult
-	4,  // 10: sluice.v1.CheckStreamRequest.items:type_name -> sluice.v1.CheckItem
-	7,  // 11: sluice.v1.CheckStreamResponse.results:type_name -> sluice.v1.CheckResult
-	3,  // 12: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
-	22, // 13: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	22, // 14: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
-	22, // 15: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
-	2,  // 16: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
-	3,  // 17: sluice.v1.GrantRequest.limit:type_name -> sluice.v1.Limit
-	22, // 18: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
-	22, // 19: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
-	22, // 20: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
-	3,  // 21: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
-	18, // 22: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
-	19, // 23: sluice.v1.MembersResponse.ring:type_name -> sluice.v1.RingConfig
-	21, // 24: sluice.v1.MembersResponse.policies:type_name -> sluice.v1.MembersResponse.PoliciesEntry
-	0,  // 25: sluice.v1.MembersResponse.PoliciesEntry.value:type_name -> sluice.v1.Algorithm
-	5,  // 26: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	11, // 27: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
-	15, // 28: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
-	13, // 29: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
-	9,  // 30: sluice.v1.RateLimiter.CheckStream:input_type -> sluice.v1.CheckStreamRequest
-	17, // 31: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
-	8,  // 32: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
-	12, // 33: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
-	16, // 34: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
-	14, // 35: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
-	10, // 36: sluice.v1.RateLimiter.CheckStream:output_type -> sluice.v1.CheckStreamResponse
-	20, // 37: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
-	32, // [32:38] is the sub-list for method output_type
-	26, // [26:32] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	23, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
+	2,  // 2: sluice.v1.Limit.failure_mode:type_name -> sluice.v1.FailureMode
+	1,  // 3: sluice.v1.Limit.calendar:type_name -> sluice.v1.Calendar
+	4,  // 4: sluice.v1.CheckItem.limit:type_name -> sluice.v1.Limit
+	5,  // 5: sluice.v1.CheckRequest.items:type_name -> sluice.v1.CheckItem
+	23, // 6: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
+	23, // 7: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
+	3,  // 8: sluice.v1.CheckResult.source:type_name -> sluice.v1.Source
+	7,  // 9: sluice.v1.CheckResult.error:type_name -> sluice.v1.ItemError
+	8,  // 10: sluice.v1.CheckResponse.results:type_name -> sluice.v1.CheckResult
+	5,  // 11: sluice.v1.CheckStreamRequest.items:type_name -> sluice.v1.CheckItem
+	8,  // 12: sluice.v1.CheckStreamResponse.results:type_name -> sluice.v1.CheckResult
+	4,  // 13: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
+	23, // 14: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 15: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
+	23, // 16: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	3,  // 17: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
+	4,  // 18: sluice.v1.GrantRequest.limit:type_name -> sluice.v1.Limit
+	23, // 19: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
+	23, // 20: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
+	23, // 21: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
+	4,  // 22: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
+	19, // 23: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
+	20, // 24: sluice.v1.MembersResponse.ring:type_name -> sluice.v1.RingConfig
+	22, // 25: sluice.v1.MembersResponse.policies:type_name -> sluice.v1.MembersResponse.PoliciesEntry
+	0,  // 26: sluice.v1.MembersResponse.PoliciesEntry.value:type_name -> sluice.v1.Algorithm
+	6,  // 27: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	12, // 28: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
+	16, // 29: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
+	14, // 30: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
+	10, // 31: sluice.v1.RateLimiter.CheckStream:input_type -> sluice.v1.CheckStreamRequest
+	18, // 32: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
+	9,  // 33: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
+	13, // 34: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
+	17, // 35: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
+	15, // 36: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
+	11, // 37: sluice.v1.RateLimiter.CheckStream:output_type -> sluice.v1.CheckStreamResponse
+	21, // 38: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
+	33, // [33:39] is the sub-list for method output_type
+	27, // [27:33] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -1975,7 +2070,7 @@ func file_sluice_v1_sluice_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
