@@ -58,14 +58,19 @@ func (f *flow) submit(fn func()) {
 // start runs fn, then the flow's queued messages while its epoch lasts,
 // on one worker.
 func (f *flow) start(fn func(), ep uint64) {
-	run := func() {
-		for fn != nil {
-			fn()
-			fn = f.next(ep)
-		}
-	}
+	// run captures fn and does not assign it (run does): one allocation,
+	// the closure, not two.
+	run := func() { f.run(fn, ep) }
 	if !f.pool.Go(run) {
 		go run()
+	}
+}
+
+// run runs fn, then the flow's queued messages while epoch ep lasts.
+func (f *flow) run(fn func(), ep uint64) {
+	for fn != nil {
+		fn()
+		fn = f.next(ep)
 	}
 }
 
