@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,9 +50,15 @@ func BenchmarkNodeCheck(b *testing.B) {
 				c.run(b, 200*callers) // connect, open the stream, create the keys
 				b.ReportAllocs()
 				b.ResetTimer()
+				stop := startProfile(b, os.Getenv(benchNodeProfile))
 				callgrindZero()
-				c.run(b, b.N)
+				cpu := cpuTime()
+				clientCPU := c.run(b, b.N)
+				nodeCPU := cpuTime() - cpu
 				callgrindDump()
+				stop()
+				b.ReportMetric(float64(nodeCPU.Nanoseconds())/float64(b.N), "node-cpu-ns/op")
+				b.ReportMetric(float64(clientCPU.Nanoseconds())/float64(b.N), "client-cpu-ns/op")
 			})
 		}
 	}
@@ -79,7 +86,38 @@ const (
 	benchClientEnv     = "SLUICE_BENCH_CLIENT"
 	benchClientAddr    = "SLUICE_BENCH_ADDR"
 	benchClientCallers = "SLUICE_BENCH_CALLERS"
+	// benchClientProfile, set when the benchmark starts, names the file
+	// of the client's CPU profile (docs/benchmarks.md's breakdown).
+	benchClientProfile = "SLUICE_BENCH_CLIENT_CPUPROFILE"
+	// benchNodeProfile names the file of the node's CPU profile over the
+	// measured checks.
+	benchNodeProfile = "SLUICE_BENCH_NODE_CPUPROFILE"
 )
+
+// startProfile profiles the CPU into path ("": not at all) until stop.
+func startProfile(b *testing.B, path string) (stop func()) {
+	stop, err := cpuProfile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return stop
+}
+
+// cpuProfile profiles the CPU into path ("": not at all).
+func cpuProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
 
 // benchClient is the client process of BenchmarkNodeCheck: each line
 // written to it is a number of checks to make, and it answers "ok" when
@@ -120,15 +158,28 @@ func startBenchClient(b *testing.B, proto, addr string, callers int) *benchClien
 	return &benchClient{in: in, out: bufio.NewReader(out)}
 }
 
-// run makes the client do n checks and waits for them.
-func (c *benchClient) run(b *testing.B, n int) {
+// run makes the client do n checks, waits for them, and returns the CPU
+// time (user and system) the client spent on them.
+func (c *benchClient) run(b *testing.B, n int) time.Duration {
 	if _, err := fmt.Fprintf(c.in, "%d\n", n); err != nil {
 		b.Fatal(err)
 	}
 	line, err := c.out.ReadString('\n')
-	if err != nil || line != "ok\n" {
+	ns, ok := strings.CutPrefix(strings.TrimSpace(line), "ok ")
+	cpu, perr := strconv.ParseInt(ns, 10, 64)
+	if err != nil || !ok || perr != nil {
 		b.Fatalf("bench client: %q, %v", line, err)
 	}
+	return time.Duration(cpu)
+}
+
+// cpuTime is the CPU time (user and system) of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchClientMain runs the client of BenchmarkNodeCheck when the test
@@ -190,16 +241,24 @@ func runBenchClient(proto, addr, callersText string) error {
 	default:
 		return fmt.Errorf("%s: %q: want grpc or http", benchClientEnv, proto)
 	}
+	stop, err := cpuProfile(os.Getenv(benchClientProfile))
+	if err != nil {
+		return err
+	}
+	defer stop()
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		n, err := strconv.Atoi(strings.TrimSpace(in.Text()))
 		if err != nil {
 			return fmt.Errorf("stdin: %q: want a number of checks", in.Text())
 		}
+		cpu := cpuTime()
+		callgrindZero() // the client's count too, under valgrind --trace-children=yes
 		if err := runChecks(n, callers, check); err != nil {
 			return err
 		}
-		fmt.Println("ok")
+		callgrindDump()
+		fmt.Println("ok", int64(cpuTime()-cpu))
 	}
 	return in.Err()
 }
