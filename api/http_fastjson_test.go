@@ -44,8 +44,8 @@ func TestDecodeCheckFast(t *testing.T) {
 		`{"checks":[{"key":"k","limit":"5","period":"1s"}]}`,
 		`{"checks":[{"key":"k","limit":null,"period":"1s"}]}`,
 		`{"checks":[{"key":"k","limit":1,"period":"1s","extra":1}]}`,
-		`{"checks":[{"key":"k","limit":1,"period":"soon"}]}`,                // toRequest refuses it
-		`{"checks":[{"key":"k","policy":"p","limit":1}]}`,                   // toRequest refuses it
+		`{"checks":[{"key":"k","limit":1,"period":"soon"}]}`,                                          // toRequest refuses it
+		`{"checks":[{"key":"k","policy":"p","limit":1}]}`,                                             // toRequest refuses it
 		`{"checks":[` + strings.Repeat(`{"key":"k","policy":"p"},`, 4) + `{"key":"k","policy":"p"}]}`, // 5 items
 		"\ufeff" + `{"checks":[{"key":"k","policy":"p"}]}`,
 	} {
