@@ -14,7 +14,7 @@ LDFLAGS        := -s -w -X github.com/sluice-rl/sluice/internal/version.Version=
 # Test flags: the race detector, and every package's tests.
 TESTFLAGS      ?= -race -count=1 -timeout 15m
 
-.PHONY: all build run test sim nginx chaos chaos-tools fuzz fuzz-short bench bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot release release-check tag
+.PHONY: all build run test sim nginx chaos chaos-tools fuzz fuzz-short bench bench-check bench-compare gubref proto proto-check lint tools clean image e2e rlsref rls-record rls-validate rls-conformance helm-check ui-screenshot release release-check tag
 
 all: build
 
@@ -55,7 +55,7 @@ nginx:
 		if [ -n "$$own" ]; then rm -f $$rc; fi; exit $$st; }
 
 # FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
-FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzRLSJSON api:FuzzUIQuery \
+FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzDecodeCheckFast api:FuzzHTTPCheck api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzRLSJSON api:FuzzUIQuery \
 	policy:FuzzParse rls:FuzzParse rls/xds:FuzzConvert \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults transport:FuzzRaftRequest \
 	cluster:FuzzDecodeMeta cluster:FuzzDecodeProbe cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP \
@@ -95,6 +95,15 @@ bench:
 	$(GO) test -run '^$$' -bench 'Cluster3' -benchtime 3s ./node/
 	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 100000x ./node/
 	$(GO) test -run '^$$' -bench 'OwnerLoss' -benchtime 1x ./node/
+
+## bench-check: the regression guard of the counts per check, against cmd/benchcheck/baseline.txt:
+## allocations (go test -benchmem: the node's single-item check over gRPC and HTTP with its client
+## in another process, the limiter's local check, the RLS path) must not grow, and the node's
+## instructions per check (valgrind's callgrind) not by more than 5%. Needs valgrind (apt-get
+## install valgrind). UPDATE=1 records the measured counts as the new baseline.
+UPDATE         ?=
+bench-check:
+	$(GO) run ./cmd/benchcheck $(if $(UPDATE),-update)
 
 ## bench-compare: Sluice (3 nodes) vs Redis + Lua vs Gubernator v2 (3 nodes) vs a bare gRPC echo on loopback, and Sluice's Envoy
 ## RLS vs envoyproxy/ratelimit + Redis (scenarios f, g: --only rls), in one run; rewrites their

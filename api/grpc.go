@@ -129,6 +129,7 @@ func (sc *checkScratch) get(n int) []limiter.Request {
 type rateLimiterServer struct {
 	sluicev1.UnimplementedRateLimiterServer
 	scratch                          sync.Pool // of *checkScratch
+	answers                          sync.Pool // of *streamAnswer (CheckStream)
 	svc                              Service
 	limits                           *wire.Limits // nil: none
 	obsCheck, obsAcquire, obsRelease interface{ Observe(float64) }

@@ -98,7 +98,7 @@ func FuzzGRPCCheck(f *testing.F) {
 		if decodeWire(data, &sreq) != nil {
 			return
 		}
-		resp := s.checkBatch(ctx, "", &sreq)
+		resp := &s.checkBatch(ctx, "", &sreq).msg
 		if resp.GetId() != sreq.GetId() || len(resp.GetResults()) != len(sreq.GetItems()) {
 			t.Fatalf("CheckStream: id %d, %d results for id %d, %d items", resp.GetId(), len(resp.GetResults()), sreq.GetId(), len(sreq.GetItems()))
 		}

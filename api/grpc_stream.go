@@ -28,25 +28,73 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 		}
 		return req, nil
 	}
-	handle := func(req *sluicev1.CheckStreamRequest) *sluicev1.CheckStreamResponse {
+	handle := func(req *sluicev1.CheckStreamRequest) *streamAnswer {
 		defer since(s.obsStream, time.Now())
 		resp := s.checkBatch(ctx, client, req)
 		req.ReturnToVTPool()
 		return resp
 	}
-	fail := func(req *sluicev1.CheckStreamRequest, err error) *sluicev1.CheckStreamResponse {
-		st := status.Convert(err)
-		resp := &sluicev1.CheckStreamResponse{Id: req.GetId(), Results: make([]*sluicev1.CheckResult, len(req.GetItems()))}
-		for i := range resp.Results {
-			resp.Results[i] = &sluicev1.CheckResult{Error: &sluicev1.ItemError{Code: int32(st.Code()), Message: st.Message()}}
-		}
-		return resp
+	// gRPC encodes a message before Send returns: the answer's memory is
+	// reused from then on.
+	send := func(a *streamAnswer) error {
+		err := stream.Send(&a.msg)
+		s.release(a)
+		return err
 	}
-	return wire.ServeBatches(recv, stream.Send, wire.Batches[*sluicev1.CheckStreamRequest, *sluicev1.CheckStreamResponse]{
-		Drain: s.drain, DrainMsg: &sluicev1.CheckStreamResponse{Drain: true},
+	fail := func(req *sluicev1.CheckStreamRequest, err error) *streamAnswer {
+		st := status.Convert(err)
+		a := s.answer(req.GetId(), len(req.GetItems()))
+		for i := range a.out {
+			a.out[i].Error = &sluicev1.ItemError{Code: int32(st.Code()), Message: st.Message()}
+		}
+		return a
+	}
+	return wire.ServeBatches(recv, send, wire.Batches[*sluicev1.CheckStreamRequest, *streamAnswer]{
+		Drain: s.drain, DrainMsg: &streamAnswer{msg: sluicev1.CheckStreamResponse{Drain: true}},
 		Handle: handle, Fail: fail, Method: sluicev1.RateLimiter_CheckStream_FullMethodName, Recovery: s.recovery,
 		Gate: s.gate(ctx),
 	})
+}
+
+// streamAnswer is one CheckStream answer with the memory of its results,
+// pooled per server (answer, release), so that a message of a few items
+// allocates nothing for its answer.
+type streamAnswer struct {
+	msg     sluicev1.CheckStreamResponse
+	results []*sluicev1.CheckResult // msg.Results: pointers into out
+	out     []sluicev1.CheckResult
+	durs    []durationpb.Duration // two per result
+	pooled  bool                  // from answer; the drain message is not
+}
+
+// maxPooledAnswer is the most results of an answer kept in the pool.
+const maxPooledAnswer = 64
+
+// answer returns an empty answer to message id, of n results.
+func (s *rateLimiterServer) answer(id uint64, n int) *streamAnswer {
+	a, _ := s.answers.Get().(*streamAnswer)
+	if a == nil || cap(a.out) < n {
+		a = &streamAnswer{pooled: true, results: make([]*sluicev1.CheckResult, n),
+			out: make([]sluicev1.CheckResult, n), durs: make([]durationpb.Duration, 2*n)}
+	}
+	a.results, a.out, a.durs = a.results[:n], a.out[:n], a.durs[:2*n]
+	for i := range a.out {
+		a.results[i] = &a.out[i]
+	}
+	a.msg.Id, a.msg.Results = id, a.results
+	return a
+}
+
+// release returns a sent answer to the pool.
+func (s *rateLimiterServer) release(a *streamAnswer) {
+	if !a.pooled || cap(a.out) > maxPooledAnswer {
+		return
+	}
+	clear(a.results)
+	clear(a.out) // pin no errors or owners
+	clear(a.durs)
+	a.msg.Id, a.msg.Results = 0, nil
+	s.answers.Put(a)
 }
 
 // gate is the admission of the messages of the stream of ctx; nil without
@@ -62,14 +110,10 @@ func (s *rateLimiterServer) gate(ctx context.Context) *wire.Gate {
 // fails validation gets an INVALID_ARGUMENT result naming its field, and
 // the rest are decided without it.
 // client is the stream's verified client identity ("" for none).
-func (s *rateLimiterServer) checkBatch(ctx context.Context, client string, req *sluicev1.CheckStreamRequest) *sluicev1.CheckStreamResponse {
+func (s *rateLimiterServer) checkBatch(ctx context.Context, client string, req *sluicev1.CheckStreamRequest) *streamAnswer {
 	items := req.GetItems()
-	resp := &sluicev1.CheckStreamResponse{Id: req.GetId(), Results: make([]*sluicev1.CheckResult, len(items))}
-	out := make([]sluicev1.CheckResult, len(items))
-	durs := make([]durationpb.Duration, 2*len(items))
-	for i := range out {
-		resp.Results[i] = &out[i]
-	}
+	resp := s.answer(req.GetId(), len(items))
+	out, durs := resp.out, resp.durs
 	if len(items) > limiter.MaxItems {
 		for i := range out {
 			out[i].Error = &sluicev1.ItemError{Code: int32(codes.InvalidArgument), Field: "items",
@@ -101,13 +145,15 @@ func (s *rateLimiterServer) checkBatch(ctx context.Context, client string, req *
 	}
 	for len(reqs) > 0 {
 		results, err := s.svc.Check(ctx, reqs, sc.res[:0])
-		var fe *limiter.FieldError
-		switch {
-		case err == nil:
+		if err == nil {
 			for j := range results {
 				fillResult(&out[idx[j]], durs[2*idx[j]:], &results[j])
 			}
-			reqs = reqs[:0]
+			break
+		}
+		// (Declared here, not above: errors.As moves fe to the heap.)
+		var fe *limiter.FieldError
+		switch {
 		case errors.As(err, &fe) && fe.Index >= 0 && fe.Index < len(reqs):
 			// Drop the invalid item and decide the others.
 			field := fe.Field

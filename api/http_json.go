@@ -101,6 +101,14 @@ func toResultJSON(dst *resultJSON, r *limiter.Result) {
 // requests. Errors are 400s that name the offending field
 // ("checks[2].period", "body" for malformed JSON).
 func decodeCheckBody(data []byte) ([]limiter.Request, *httpError) {
+	if reqs, ok := decodeCheckFast(data); ok {
+		return reqs, nil
+	}
+	return decodeCheckFull(data)
+}
+
+// decodeCheckFull is decodeCheckBody with encoding/json, for every body.
+func decodeCheckFull(data []byte) ([]limiter.Request, *httpError) {
 	var body checkRequestJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -24,7 +24,12 @@ import (
 // flight waits for its ack or its timeout (ProbeTimeout, under a second),
 // then returns. A test that silenced a member's gossip (suspicion tests)
 // may end during one.
+//
+// Started as BenchmarkNodeCheck's client, the binary runs that instead.
 func TestMain(m *testing.M) {
+	if benchClientMain() { // BenchmarkNodeCheck's client process
+		return
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
 }
 

@@ -55,6 +55,7 @@ var allowed = map[string][]string{
 	"cmd/sluice": {"bucket", "client", "internal/bench", "internal/plan", "internal/tlsconfig", "internal/version", "node",
 		"policy", "proto/sluice/v1", "rls/xds"},
 	"cmd/benchcompare": {"client", "internal/bench", "internal/procs", "internal/wire", "proto/sluice/v1"},
+	"cmd/benchcheck":   nil,
 	"proto/sluice/v1":  nil,
 	"e2e":              nil,
 	"deploy":           nil,

@@ -73,8 +73,21 @@ func MoreRestrictive(a, b *Item) bool {
 	return a.ResetAfter > b.ResetAfter
 }
 
+// The headers' canonical keys (as http.Header.Set would write them):
+// Set assigns them directly.
+const (
+	keyPolicy     = "Ratelimit-Policy"
+	keyRateLimit  = "Ratelimit"
+	keyLimit      = "Ratelimit-Limit"
+	keyRemaining  = "Ratelimit-Remaining"
+	keyReset      = "Ratelimit-Reset"
+	keyRetryAfter = "Retry-After"
+)
+
 // Set sets the RateLimit headers of it on h, and Retry-After when it was
-// denied.
+// denied. It is on every answer's path: the values are written one after
+// another into one string, and each header's []string is a one-element
+// slice of one array, so that it costs two allocations, not one per value.
 func Set(h http.Header, it *Item) {
 	name := it.Name
 	if name == "" {
@@ -83,8 +96,11 @@ func Set(h http.Header, it *Item) {
 	remaining := max(it.Remaining, 0)
 	reset := CeilSeconds(it.ResetAfter)
 
-	b := make([]byte, 0, 64)
-	b = AppendSFString(b, name)
+	var (
+		scratch [192]byte
+		ends    [6]int // where each value ends in b
+	)
+	b := AppendSFString(scratch[:0], name)
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, it.Limit, 10)
 	if it.Period > 0 {
@@ -95,20 +111,33 @@ func Set(h http.Header, it *Item) {
 		b = append(b, ";sluice-burst="...)
 		b = strconv.AppendInt(b, it.Burst, 10)
 	}
-	h.Set("RateLimit-Policy", string(b))
-
-	b = AppendSFString(b[:0], name)
+	ends[0] = len(b)
+	b = AppendSFString(b, name)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, remaining, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, reset, 10)
-	h.Set("RateLimit", string(b))
-
-	h.Set("RateLimit-Limit", strconv.FormatInt(it.Limit, 10))
-	h.Set("RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-	h.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, it.Limit, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, remaining, 10)
+	ends[3] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[4] = len(b)
+	keys := []string{keyPolicy, keyRateLimit, keyLimit, keyRemaining, keyReset, keyRetryAfter}
 	if !it.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(CeilSeconds(it.RetryAfter), 10))
+		b = strconv.AppendInt(b, CeilSeconds(it.RetryAfter), 10)
+		ends[5] = len(b)
+	} else {
+		keys = keys[:5]
+	}
+	all := string(b)
+	vals := make([]string, len(keys))
+	start := 0
+	for i, k := range keys {
+		vals[i] = all[start:ends[i]]
+		start = ends[i]
+		h[k] = vals[i : i+1 : i+1] // a full slice: an append elsewhere copies
 	}
 }
 

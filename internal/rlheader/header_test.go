@@ -60,3 +60,29 @@ func TestMoreRestrictive(t *testing.T) {
 		}
 	}
 }
+
+// Set writes the keys http.Header.Set would (canonical), in two
+// allocations, and a header added to afterwards leaves the others alone
+// (each value is a full one-element slice of a shared array).
+func TestSetKeysAllocsAndAdd(t *testing.T) {
+	for _, k := range []string{keyPolicy, keyRateLimit, keyLimit, keyRemaining, keyReset, keyRetryAfter} {
+		if c := http.CanonicalHeaderKey(k); c != k {
+			t.Errorf("key %q is not canonical (%q)", k, c)
+		}
+	}
+	it := Item{Name: "api", Limit: 100, Remaining: 0, Period: time.Minute, ResetAfter: time.Second, RetryAfter: time.Second}
+	h := http.Header{}
+	if n := testing.AllocsPerRun(100, func() { Set(h, &it) }); n > 2 {
+		t.Errorf("Set: %v allocations, want at most 2", n)
+	}
+	h.Add("RateLimit-Limit", "extra")
+	if got := h.Values("RateLimit-Limit"); len(got) != 2 || got[0] != "100" || got[1] != "extra" {
+		t.Errorf("RateLimit-Limit = %q after Add", got)
+	}
+	if got := h.Get("RateLimit-Remaining"); got != "0" {
+		t.Errorf("RateLimit-Remaining = %q after an Add to RateLimit-Limit, want 0", got)
+	}
+	if got := h.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+}

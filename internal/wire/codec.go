@@ -58,6 +58,9 @@ func (Codec) Name() string { return CodecName }
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(vtMessage); ok {
 		size := m.SizeVT()
+		if size <= smallMessage {
+			return marshalSmall(m, size)
+		}
 		if mem.IsBelowBufferPoolingThreshold(size) {
 			buf := make([]byte, size)
 			if _, err := m.MarshalToSizedBufferVT(buf); err != nil {
@@ -94,6 +97,33 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 		return nil, err
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
+
+// smallMessage is the largest encoding marshalSmall takes: a check's
+// answer of one item, or a request of a few, fits.
+const smallMessage = 64
+
+// smallBuffer is a small message's encoding and the BufferSlice that
+// holds it, in one allocation rather than three (the bytes, the
+// SliceBuffer boxed in the Buffer interface, the slice's array).
+type smallBuffer struct {
+	slice [1]mem.Buffer // [0] is &sb
+	sb    mem.SliceBuffer
+	bytes [smallMessage]byte
+}
+
+// marshalSmall encodes m, of size at most smallMessage, into a new
+// smallBuffer. gRPC writes the bytes after Marshal returns (from its
+// writer goroutine), so they are never reused; the garbage collector
+// frees them.
+func marshalSmall(m vtMessage, size int) (mem.BufferSlice, error) {
+	b := new(smallBuffer)
+	b.sb = b.bytes[:size:size]
+	if _, err := m.MarshalToSizedBufferVT(b.sb); err != nil {
+		return nil, err
+	}
+	b.slice[0] = &b.sb // *SliceBuffer is a Buffer too: no boxing of a copy
+	return b.slice[:], nil
 }
 
 // Unmarshal decodes data into v, a protobuf message, replacing its contents

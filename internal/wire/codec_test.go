@@ -82,13 +82,39 @@ func roundTrip(t *testing.T, v, into proto.Message) {
 }
 
 func TestRoundTripVT(t *testing.T) {
-	// 0 items is an empty message; 200 items is above gRPC's pooling threshold.
-	for _, n := range []int{0, 1, 200} {
+	// 0 items is an empty message; 1 is encoded in place (at most 64
+	// bytes), 3 in a buffer of its own; 200 items is above gRPC's pooling
+	// threshold.
+	for _, n := range []int{0, 1, 3, 200} {
 		roundTrip(t, checkRequest(n), &sluicev1.CheckRequest{})
 		roundTrip(t, checkResponse(n), &sluicev1.CheckResponse{})
 		roundTrip(t, &sluicev1.PeerCheckRequest{From: "n2", Items: []*sluicev1.PeerItem{
 			{Hash: 1 << 63, Cost: 2, Limit: &sluicev1.PeerLimit{Limit: 10, PeriodNs: 1e9}}}},
 			&sluicev1.PeerCheckRequest{})
+	}
+}
+
+// A small message, such as a single-item answer, is encoded with one
+// allocation: the bytes and the BufferSlice that holds them together.
+func TestMarshalSmallAllocatesOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	resp := checkResponse(1)
+	resp.Results[0].Error = nil
+	if n := proto.Size(resp); n > 64 {
+		t.Fatalf("the answer has %d bytes, want a small one", n)
+	}
+	c := wire.Codec{}
+	allocs := testing.AllocsPerRun(100, func() {
+		data, err := c.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data.Free()
+	})
+	if allocs != 1 {
+		t.Errorf("Marshal of a %d-byte message: %v allocations, want 1", proto.Size(resp), allocs)
 	}
 }
 

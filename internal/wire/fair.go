@@ -24,55 +24,72 @@ type flow struct {
 	stall time.Duration
 
 	mu      sync.Mutex
-	q       []func() // queued, oldest first, from head
+	q       []task // queued, oldest first, from head
 	head    int
 	running int    // running messages of this epoch
 	epoch   uint64 // grows at each stall release
 	done    uint64 // messages finished, for the stall check
 	armed   bool   // the stall timer is set
 	timer   *time.Timer
-	seen    uint64 // done when the timer was armed
+	seen    uint64    // done when the timer was armed
+	runs    sync.Pool // of *flowRun
+}
+
+// flowRun is a worker's run of a flow (see start), pooled.
+type flowRun struct {
+	f     *flow
+	first task
+	ep    uint64
+}
+
+func (r *flowRun) run() {
+	f, t, ep := r.f, r.first, r.ep
+	*r = flowRun{}
+	f.runs.Put(r)
+	for t != nil {
+		t.run()
+		t = f.next(ep)
+	}
 }
 
 func newFlow(pool *Workers, share int, stall time.Duration) *flow {
 	return &flow{pool: pool, share: share, stall: stall}
 }
 
-// submit runs fn now if the flow is below its share, else queues it.
-func (f *flow) submit(fn func()) {
+// submit runs t now if the flow is below its share, else queues it.
+func (f *flow) submit(t task) {
 	f.mu.Lock()
 	if f.running < f.share {
 		f.running++
 		ep := f.epoch
 		f.mu.Unlock()
-		f.start(fn, ep)
+		f.start(t, ep)
 		return
 	}
-	f.q = append(f.q, fn)
+	f.q = append(f.q, t)
 	if !f.armed {
 		f.arm()
 	}
 	f.mu.Unlock()
 }
 
-// start runs fn, then the flow's queued messages while its epoch lasts,
+// start runs t, then the flow's queued messages while its epoch lasts,
 // on one worker.
-func (f *flow) start(fn func(), ep uint64) {
-	run := func() {
-		for fn != nil {
-			fn()
-			fn = f.next(ep)
-		}
+func (f *flow) start(t task, ep uint64) {
+	r, _ := f.runs.Get().(*flowRun)
+	if r == nil {
+		r = new(flowRun)
 	}
-	if !f.pool.Go(run) {
-		go run()
+	r.f, r.first, r.ep = f, t, ep
+	if !f.pool.goTask(r) {
+		go r.run()
 	}
 }
 
 // next ends a message of epoch ep and returns the next queued one for the
 // same worker, or nil when there is none or ep has ended (its place was
 // given to others at the stall release).
-func (f *flow) next(ep uint64) func() {
+func (f *flow) next(ep uint64) task {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.done++
@@ -87,8 +104,8 @@ func (f *flow) next(ep uint64) func() {
 }
 
 // pop takes the oldest queued message; f.mu is held and one is queued.
-func (f *flow) pop() func() {
-	fn := f.q[f.head]
+func (f *flow) pop() task {
+	t := f.q[f.head]
 	f.q[f.head] = nil
 	f.head++
 	if f.head == len(f.q) {
@@ -96,7 +113,7 @@ func (f *flow) pop() func() {
 	} else if f.head >= 1024 && f.head*2 >= len(f.q) {
 		f.q, f.head = append(f.q[:0], f.q[f.head:]...), 0
 	}
-	return fn
+	return t
 }
 
 // arm sets the stall timer; f.mu is held.
@@ -126,9 +143,9 @@ func (f *flow) check() {
 	}
 	f.epoch++
 	f.running = 0
-	var fns []func()
+	var ts []task
 	for f.running < f.share && f.head < len(f.q) {
-		fns = append(fns, f.pop())
+		ts = append(ts, f.pop())
 		f.running++
 	}
 	if f.head < len(f.q) {
@@ -136,7 +153,7 @@ func (f *flow) check() {
 	}
 	ep := f.epoch
 	f.mu.Unlock()
-	for _, fn := range fns {
-		f.start(fn, ep)
+	for _, t := range ts {
+		f.start(t, ep)
 	}
 }

@@ -216,14 +216,17 @@ func (g *Gate) Leave() {
 // else after those queued before it on the same connection. A message
 // admitted by Enter always finds a worker, as the pool is as large as the
 // listener's budget.
-func (g *Gate) Go(fn func()) {
+func (g *Gate) Go(fn func()) { g.goTask(funcTask(fn)) }
+
+// goTask is Go for a task.
+func (g *Gate) goTask(t task) {
 	switch {
 	case g == nil:
-		go fn()
+		go t.run()
 	case g.conn != nil:
-		g.conn.flow.submit(fn)
-	case !g.l.pool.Go(fn):
-		go fn()
+		g.conn.flow.submit(t)
+	case !g.l.pool.goTask(t):
+		go t.run()
 	}
 }
 

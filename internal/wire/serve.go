@@ -51,38 +51,19 @@ type Batches[Req, Resp any] struct {
 // ServeBatches returns once the client has closed it and every batch has
 // been answered.
 func ServeBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error, b Batches[Req, Resp]) error {
-	var (
-		wg      sync.WaitGroup
-		sendMu  sync.Mutex
-		sendErr error
-	)
-	sendOne := func(m Resp) {
-		sendMu.Lock()
-		if sendErr == nil {
-			sendErr = send(m)
-		}
-		sendMu.Unlock()
-	}
-	defer wg.Wait()
+	st := &batchStream[Req, Resp]{send: send, b: b}
+	defer st.wg.Wait()
 	if b.Drain != nil {
-		stop := context.AfterFunc(b.Drain, func() { sendOne(b.DrainMsg) })
+		stop := context.AfterFunc(b.Drain, func() { st.sendOne(b.DrainMsg) })
 		defer stop()
 	}
 	n := b.MaxInflight
 	if n <= 0 {
 		n = MaxStreamInflight
 	}
-	slots := make(chan struct{}, n)
-	handle := func(req Req) (resp Resp) {
-		defer func() {
-			if v := recover(); v != nil {
-				resp = b.Fail(req, b.Recovery.Recover(b.Method, v))
-			}
-		}()
-		return b.Handle(req)
-	}
+	st.slots = make(chan struct{}, n)
 	for {
-		slots <- struct{}{} // a free slot before reading the next message
+		st.slots <- struct{}{} // a free slot before reading the next message
 		req, err := recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -91,16 +72,64 @@ func ServeBatches[Req, Resp any](recv func() (Req, error), send func(Resp) error
 			return err
 		}
 		if err := b.Gate.Enter(); err != nil {
-			sendOne(b.Fail(req, err))
-			<-slots
+			st.sendOne(b.Fail(req, err))
+			<-st.slots
 			continue
 		}
-		wg.Add(1)
-		b.Gate.Go(func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			sendOne(handle(req))
-			b.Gate.Leave()
-		})
+		st.wg.Add(1)
+		t, _ := st.tasks.Get().(*batchTask[Req, Resp])
+		if t == nil {
+			t = &batchTask[Req, Resp]{st: st}
+		}
+		t.req = req
+		b.Gate.goTask(t)
 	}
+}
+
+// batchStream is the state of one ServeBatches.
+type batchStream[Req, Resp any] struct {
+	send    func(Resp) error
+	b       Batches[Req, Resp]
+	slots   chan struct{} // a token per message being decided
+	wg      sync.WaitGroup
+	tasks   sync.Pool // of *batchTask: a message handed to the pool allocates nothing
+	sendMu  sync.Mutex
+	sendErr error
+}
+
+// sendOne sends m unless a send failed before (a stream's Send is not
+// safe for concurrent use).
+func (st *batchStream[Req, Resp]) sendOne(m Resp) {
+	st.sendMu.Lock()
+	if st.sendErr == nil {
+		st.sendErr = st.send(m)
+	}
+	st.sendMu.Unlock()
+}
+
+// handle decides req; a panic is recovered and answered by b.Fail.
+func (st *batchStream[Req, Resp]) handle(req Req) (resp Resp) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp = st.b.Fail(req, st.b.Recovery.Recover(st.b.Method, v))
+		}
+	}()
+	return st.b.Handle(req)
+}
+
+// batchTask is one message on its way to a worker, pooled per stream.
+type batchTask[Req, Resp any] struct {
+	st  *batchStream[Req, Resp]
+	req Req
+}
+
+func (t *batchTask[Req, Resp]) run() {
+	st, req := t.st, t.req
+	var zero Req
+	t.req = zero
+	st.tasks.Put(t)
+	defer st.wg.Done()
+	defer func() { <-st.slots }()
+	st.sendOne(st.handle(req))
+	st.b.Gate.Leave()
 }

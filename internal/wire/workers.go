@@ -14,7 +14,7 @@ const poolIdle = 10 * time.Second
 // its stack grown) per message, and the goroutines of a flood are bounded
 // by the pool's size. An idle worker ends after poolIdle, or at Close.
 type Workers struct {
-	tasks chan func()
+	tasks chan task
 	stop  chan struct{}
 	once  sync.Once
 	mu    sync.Mutex
@@ -24,14 +24,27 @@ type Workers struct {
 
 // NewWorkers returns a pool of at most size workers.
 func NewWorkers(size int) *Workers {
-	return &Workers{tasks: make(chan func()), stop: make(chan struct{}), max: size}
+	return &Workers{tasks: make(chan task), stop: make(chan struct{}), max: size}
 }
+
+// task is work for a Workers pool. A pointer type implements it, so that
+// handing a pooled task over allocates nothing (a func literal that
+// captures variables is an allocation each time).
+type task interface{ run() }
+
+// funcTask runs a func as a task.
+type funcTask func()
+
+func (f funcTask) run() { f() }
 
 // Go runs fn on a worker and reports true, or reports false when all
 // size workers are busy.
-func (p *Workers) Go(fn func()) bool {
+func (p *Workers) Go(fn func()) bool { return p.goTask(funcTask(fn)) }
+
+// goTask is Go for a task.
+func (p *Workers) goTask(t task) bool {
 	select {
-	case p.tasks <- fn:
+	case p.tasks <- t:
 		return true
 	default:
 	}
@@ -42,14 +55,14 @@ func (p *Workers) Go(fn func()) bool {
 	}
 	p.n++
 	p.mu.Unlock()
-	go p.work(fn)
+	go p.work(t)
 	return true
 }
 
 // Close ends the idle workers, and the busy ones when their task ends.
 func (p *Workers) Close() { p.once.Do(func() { close(p.stop) }) }
 
-func (p *Workers) work(fn func()) {
+func (p *Workers) work(t task) {
 	idle := time.NewTimer(poolIdle)
 	defer func() {
 		idle.Stop()
@@ -58,10 +71,10 @@ func (p *Workers) work(fn func()) {
 		p.mu.Unlock()
 	}()
 	for {
-		fn()
+		t.run()
 		idle.Reset(poolIdle)
 		select {
-		case fn = <-p.tasks:
+		case t = <-p.tasks:
 		case <-idle.C:
 			return
 		case <-p.stop:
