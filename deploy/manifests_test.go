@@ -119,6 +119,17 @@ func TestKubernetesManifests(t *testing.T) {
 	if !strings.HasPrefix(env["SLUICE_JOIN"], "sluice-gossip:") {
 		t.Errorf("SLUICE_JOIN = %q, want the headless Service's name", env["SLUICE_JOIN"])
 	}
+	// The data directory is the claim's mount (the root filesystem is
+	// read-only), so that a stop of every pod keeps the counts.
+	claim, _ := sts.get("spec.volumeClaimTemplates.0").(map[string]any)
+	want(t, doc(claim), "metadata.name", "data")
+	mounted := false
+	for _, m := range c.list("volumeMounts") {
+		mounted = mounted || m.get("name") == "data" && m.get("mountPath") == env["SLUICE_DATA_DIR"] && env["SLUICE_DATA_DIR"] != ""
+	}
+	if !mounted {
+		t.Errorf("SLUICE_DATA_DIR %q is not the mount of the claim data", env["SLUICE_DATA_DIR"])
+	}
 	shutdown, err := policy.ParseDuration(env["SLUICE_SHUTDOWN_TIMEOUT"])
 	if err != nil || grace < pre+int(shutdown.Seconds()) {
 		t.Errorf("terminationGracePeriodSeconds %d < preStop %ds + shutdown timeout %s: handoff may be cut", grace, pre, shutdown)

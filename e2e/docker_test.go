@@ -159,6 +159,10 @@ type clusterOpts struct {
 	// (SLUICE_CLUSTER_SECRET_FILE); "" means a new secret, or none when
 	// env sets peer mTLS (SLUICE_PEER_TLS_CERT_FILE).
 	keyFile string
+	// dataDir, if set, is an empty directory made in every container,
+	// the node's to write, before it starts (persist_test.go); the
+	// container keeps it across stop and start.
+	dataDir string
 }
 
 // tlsMount is where clusterOpts.files is copied.
@@ -268,6 +272,9 @@ func (c *cluster) addNodeWith(i int, seeds []string, keyFile string) *node {
 	}
 	if c.opts.files != "" {
 		mustDocker(t, "cp", c.opts.files, n.name+":"+tlsMount)
+	}
+	if c.opts.dataDir != "" {
+		makeDataDir(t, n.name, c.opts.dataDir)
 	}
 	mustDocker(t, "network", "connect", "--ip", n.ip, c.clusterNet, n.name)
 	mustDocker(t, "start", n.name)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rl/sluice/api"
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/persist"
 	"github.com/sluice-rl/sluice/internal/tlsconfig"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
@@ -213,11 +214,16 @@ type Config struct {
 	ReplicationInterval time.Duration
 	// DataDir, if set, is the directory where the node keeps the states it
 	// changes (--data-dir; internal/persist), written every
-	// ReplicationInterval by a background writer, each batch synced, and
+	// DataSyncInterval by a background writer, each write synced, and
 	// loaded when the node starts, so that a restart keeps the counts but
 	// the last interval's. It is locked: two processes never share one.
 	// Empty (DefaultConfig): nothing is kept. See docs/failure.md.
 	DataDir string
+	// DataSyncInterval is how often the states changed since the last
+	// write go to DataDir, in one synced transaction (--data-sync-interval):
+	// a kill -9 or power loss loses what changed in at most this long.
+	// Must be in (0, persist.MaxSyncInterval] with DataDir; DefaultConfig: 1s.
+	DataSyncInterval time.Duration
 	// MaxLeaseTTL is the longest lease an Acquire may ask for under an
 	// inline limit or a policy without max_ttl, in [0,
 	// limiter.MaxLeaseTTL]; 0 means limiter.DefaultMaxLeaseTTL.
@@ -271,6 +277,7 @@ func DefaultConfig() Config {
 
 		Replicas:            limiter.DefaultReplicas,
 		ReplicationInterval: 50 * time.Millisecond,
+		DataSyncInterval:    persist.DefaultSyncInterval,
 
 		RLSLimitHeader:     api.DefaultLimitHeader,
 		RLSRemainingHeader: api.DefaultRemainingHeader,
@@ -322,6 +329,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with Replicas %d", ErrInvalidConfig, c.Replicas)
 	case c.DataDir != "" && c.ReplicationInterval <= 0:
 		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with DataDir", ErrInvalidConfig)
+	case c.DataDir != "" && (c.DataSyncInterval <= 0 || c.DataSyncInterval > persist.MaxSyncInterval):
+		return fmt.Errorf("%w: DataSyncInterval: must be in (0, %s] with DataDir, got %s", ErrInvalidConfig, persist.MaxSyncInterval, c.DataSyncInterval)
 	case c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > limiter.MaxLeaseTTL:
 		return fmt.Errorf("%w: MaxLeaseTTL: must be in [0, %s] (0 = %s), got %s", ErrInvalidConfig, limiter.MaxLeaseTTL, limiter.DefaultMaxLeaseTTL, c.MaxLeaseTTL)
 	case c.ShutdownTimeout <= 0:

@@ -34,5 +34,6 @@ func DiskStats(n *Node) (written, failed uint64) {
 	if n.disk.w == nil {
 		return 0, 0
 	}
-	return n.disk.w.Stats()
+	s := n.disk.w.Stats()
+	return s.Written, s.Failed
 }

@@ -77,6 +77,7 @@ func (n *Node) registerNodeMetrics(reg prometheus.Registerer) (prometheus.Counte
 	cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_replica_states",
 		Help: "Copies of other owners' states this node holds as an heir."},
 		func() float64 { return float64(n.limiter.ReplicaStats().Held) }))
+	cs = append(cs, n.diskMetrics()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -356,6 +356,9 @@ func (n *Node) closeAll() error {
 	if n.grpc != nil {
 		n.grpc.Server.Stop() // its stream workers start with it
 	}
+	if n.peerGRPC != nil {
+		n.peerGRPC.Stop() // so do the peer server's
+	}
 	if n.grpcLn != nil {
 		errs = append(errs, n.grpcLn.Close())
 	}

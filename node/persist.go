@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-rl/sluice/internal/persist"
 	"github.com/sluice-rl/sluice/store"
 )
@@ -17,12 +19,13 @@ import (
 //
 //   - Each round of replicateLoop (every ReplicationInterval, which runs
 //     with DataDir even when Replicas is 0) hands the states changed since
-//     the last round to a persist.Writer (limiter.Config.OnChanged), whose
-//     goroutine writes them in one synced transaction. No check waits for
-//     the disk.
+//     the last round to a persist.Writer (limiter.Config.OnChanged), which
+//     keeps each key's latest state in memory; its goroutine writes them
+//     every DataSyncInterval in one synced transaction. No check waits for
+//     the disk, nor for a lock the writer holds while it writes.
 //   - A graceful stop runs a last round and writes it after the handoff;
 //     a kill -9 loses what the writer had not written: at most the last
-//     interval (and a write under way).
+//     DataSyncInterval (and a write under way).
 //   - On start every live state on disk is imported into the store.
 //     States of keys the node does not own once it has joined are handed
 //     to their owners by the handoff that follows every ring change
@@ -38,9 +41,10 @@ const sweepDiskEvery = 5 * time.Minute
 
 // disk is a node's data directory; its zero value is off.
 type disk struct {
-	db    *persist.DB
-	w     *persist.Writer
-	close sync.Once
+	db           *persist.DB
+	w            *persist.Writer
+	writeSeconds prometheus.Histogram
+	close        sync.Once
 }
 
 // openDisk opens cfg.DataDir, if set.
@@ -52,9 +56,47 @@ func (n *Node) openDisk() error {
 	if err != nil {
 		return fmt.Errorf("node: DataDir: %w", err)
 	}
-	n.disk.db = db
-	n.disk.w = persist.NewWriter(db, n.cfg.Clock, n.log)
+	w, err := persist.NewWriter(db, persist.WriterConfig{Interval: n.cfg.DataSyncInterval, Clock: n.cfg.Clock, Log: n.log,
+		OnWrite: func(_ int, took time.Duration, err error) {
+			if err == nil {
+				n.disk.writeSeconds.Observe(took.Seconds())
+			}
+		}})
+	if err != nil {
+		_ = db.Close()
+		return fmt.Errorf("node: DataSyncInterval: %w", err)
+	}
+	n.disk.db, n.disk.w = db, w
+	n.disk.writeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_persist_write_seconds",
+		Help:    "Time of each synced write of the changed states to the data directory (--data-dir).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
 	return nil
+}
+
+// diskMetrics are the data directory writer's metrics, none without one.
+func (n *Node) diskMetrics() []prometheus.Collector {
+	w := n.disk.w
+	if w == nil {
+		return nil
+	}
+	return []prometheus.Collector{
+		n.disk.writeSeconds,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_persist_pending_states",
+			Help: "Changed states waiting in memory for the next write to the data directory."},
+			func() float64 { return float64(w.Stats().Pending) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_persist_last_write_age_seconds",
+			Help: "Seconds since the latest instant whose changes are all on disk, synced: what a kill -9 now would lose at most. About --data-sync-interval while the writer keeps up."},
+			func() float64 { return time.Since(w.Stats().SyncedAt).Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_persist_states_written_total",
+			Help: "States written to the data directory."},
+			func() float64 { return float64(w.Stats().Written) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_persist_states_failed_total",
+			Help: "States whose write to the data directory failed (retried with the next write)."},
+			func() float64 { return float64(w.Stats().Failed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_persist_full_waits_total",
+			Help: "Replication rounds that found the writer's pending set full and waited for a write: the disk falling behind."},
+			func() float64 { return float64(w.Stats().FullWaits) }),
+	}
 }
 
 // onChanged is the limiter's OnChanged with a data directory, else nil.
@@ -104,9 +146,7 @@ func (n *Node) flushDisk() error {
 	if n.disk.w == nil {
 		return nil
 	}
-	n.replMu.Lock()
-	n.limiter.Replicate(context.Background())
-	n.replMu.Unlock()
+	n.replicateRound(context.Background())
 	if err := n.disk.w.Flush(); err != nil {
 		return fmt.Errorf("node: DataDir: last write: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,7 @@ func TestDataDirCrashLosesAtMostTheLastInterval(t *testing.T) {
 		c.Clock = clk.Now
 		c.DataDir = dir
 		c.ReplicationInterval = 20 * time.Millisecond
+		c.DataSyncInterval = 20 * time.Millisecond
 	}
 	n, stop := runNode(t, cfg)
 	take(t, n, "plan:acme", 60)
@@ -128,16 +130,20 @@ func TestDataDirBadInput(t *testing.T) {
 	held := t.TempDir()
 	runNode(t, func(c *node.Config) { c.DataDir = held })
 	for _, tc := range []struct {
-		name, dir string
-		interval  time.Duration
-		want      error
+		name, dir      string
+		interval, sync time.Duration
+		want           error
+		field          string
 	}{
-		{"a file", file, 50 * time.Millisecond, nil},
-		{"in use by a running node", held, 50 * time.Millisecond, nil},
-		{"no interval", t.TempDir(), 0, node.ErrInvalidConfig},
+		{"a file", file, 50 * time.Millisecond, time.Second, nil, "DataDir"},
+		{"in use by a running node", held, 50 * time.Millisecond, time.Second, nil, "DataDir"},
+		{"no interval", t.TempDir(), 0, time.Second, node.ErrInvalidConfig, "ReplicationInterval"},
+		{"no sync interval", t.TempDir(), 50 * time.Millisecond, 0, node.ErrInvalidConfig, "DataSyncInterval"},
+		{"negative sync interval", t.TempDir(), 50 * time.Millisecond, -time.Second, node.ErrInvalidConfig, "DataSyncInterval"},
+		{"sync interval over an hour", t.TempDir(), 50 * time.Millisecond, 61 * time.Minute, node.ErrInvalidConfig, "DataSyncInterval"},
 	} {
 		cfg := node.LocalConfig("n2")
-		cfg.DataDir, cfg.ReplicationInterval, cfg.Replicas = tc.dir, tc.interval, 0
+		cfg.DataDir, cfg.ReplicationInterval, cfg.DataSyncInterval, cfg.Replicas = tc.dir, tc.interval, tc.sync, 0
 		n, err := node.New(cfg)
 		if err == nil {
 			n.Close()
@@ -147,8 +153,47 @@ func TestDataDirBadInput(t *testing.T) {
 		if tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
-		if want := "ReplicationInterval"; tc.interval == 0 && !strings.Contains(err.Error(), want) || tc.interval != 0 && !strings.Contains(err.Error(), "DataDir") {
-			t.Errorf("%s: %v does not name the field", tc.name, err)
+		if !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v does not name %s", tc.name, err, tc.field)
+		}
+	}
+	// Without DataDir the sync interval is not used.
+	cfg := node.LocalConfig("n3")
+	cfg.DataSyncInterval = 0
+	if n, err := node.New(cfg); err != nil {
+		t.Errorf("no DataDir, no sync interval: %v", err)
+	} else {
+		n.Close()
+	}
+}
+
+// The writer's metrics: what waits, how old the newest synced instant is,
+// what was written and how long writes take.
+func TestDataDirMetrics(t *testing.T) {
+	clk := newFakeClock()
+	n, _ := runNode(t, func(c *node.Config) {
+		c.Clock = clk.Now
+		c.DataDir = t.TempDir()
+		c.DataSyncInterval = 20 * time.Millisecond
+	})
+	take(t, n, "plan:acme", 60)
+	after := time.Now()
+	waitFor(t, 10*time.Second, "the take written and synced", func() bool {
+		before := time.Now() // the scrape's age is from a later instant
+		lines := scrape(t, n)
+		age, err := strconv.ParseFloat(sample(lines, "sluice_persist_last_write_age_seconds"), 64)
+		return err == nil && before.Add(-time.Duration(age*1e9)).After(after) &&
+			sample(lines, "sluice_persist_states_written_total") == "1"
+	})
+	lines := scrape(t, n)
+	for name, want := range map[string]string{
+		"sluice_persist_pending_states":      "0",
+		"sluice_persist_states_failed_total": "0",
+		"sluice_persist_full_waits_total":    "0",
+		"sluice_persist_write_seconds_count": "1",
+	} {
+		if got := sample(lines, name); got != want {
+			t.Errorf("%s = %q, want %s", name, got, want)
 		}
 	}
 }

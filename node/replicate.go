@@ -20,9 +20,7 @@ func (n *Node) replicateLoop(ctx context.Context) {
 	urgent := n.limiter.Urgent()
 	last := time.Now()
 	round := func() {
-		n.replMu.Lock()
-		n.limiter.Replicate(ctx)
-		n.replMu.Unlock()
+		n.replicateRound(ctx)
 		last = time.Now()
 	}
 	for {
@@ -43,5 +41,18 @@ func (n *Node) replicateLoop(ctx context.Context) {
 			}
 			round()
 		}
+	}
+}
+
+// replicateRound runs one round: the states changed since the last go to
+// their heirs and the data directory's writer, which then knows that every
+// change made before the round began is in its hands.
+func (n *Node) replicateRound(ctx context.Context) {
+	n.replMu.Lock()
+	defer n.replMu.Unlock()
+	began := time.Now()
+	n.limiter.Replicate(ctx)
+	if n.disk.w != nil {
+		n.disk.w.MarkRound(began)
 	}
 }

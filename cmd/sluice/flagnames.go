@@ -39,6 +39,7 @@ var serveFlags = map[string]string{
 	"Replicas":                     "replicas",
 	"ReplicationInterval":          "replication-interval",
 	"DataDir":                      "data-dir",
+	"DataSyncInterval":             "data-sync-interval",
 	"PolicyFile":                   "config",
 	"RLSConfig":                    "rls-config",
 	"RLSXDS":                       "rls-config-type",

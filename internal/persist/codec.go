@@ -36,14 +36,6 @@ const headerLen = 1 + 1 + 8 + 8
 // corrupt count cannot make the decoder allocate without bound.
 const maxItems = 1 << 20
 
-// recordKey returns the bbolt key of e.
-func recordKey(e store.Entry) []byte {
-	k := make([]byte, 9)
-	binary.BigEndian.PutUint64(k, e.Key)
-	k[8] = byte(e.Algorithm)
-	return k
-}
-
 // AppendRecord appends the record of e to b.
 func AppendRecord(b []byte, e store.Entry) []byte {
 	b = append(b, formatVersion, byte(e.Algorithm))

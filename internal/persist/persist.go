@@ -8,22 +8,26 @@
 // thousand states per interval at most, overwriting them in place; bbolt's
 // copy-on-write pages cost more per write than an LSM engine would
 // (cockroachdb/pebble), but the writes are off the check path, batched
-// per interval, and pebble's dozens of dependencies were not worth it.
+// per sync interval, and pebble's dozens of dependencies were not worth it.
 //
 // What is written: the states the store logged as changed (the same log
-// replication drains: limiter.Config.OnChanged), handed to a Writer once
-// per replication interval and written by its own goroutine in one
-// transaction. The check path never does I/O; when the disk is slower than
-// the interval, batches merge (a key's latest state wins) and the writer
-// catches up.
+// replication drains: limiter.Config.OnChanged), handed to a Writer each
+// replication round. The Writer keeps each key's latest state in memory
+// and writes them all every sync interval (--data-sync-interval, 1 s by
+// default) from its own goroutine, in one transaction. The check path
+// never does I/O nor waits for a lock the writer holds while it writes;
+// a pending set that reaches its bound is written early, and while that
+// write lasts the replication round waits (WriterConfig.MaxPending).
 //
-// Durability (the fsync policy): each batch's transaction is synced
+// Durability (the fsync policy): each write's transaction is synced
 // (fsync) before the next one starts. A process crash (kill -9, OOM kill)
-// loses only what was not yet written: at most the last interval, plus any
-// batch still being written. A synced commit is also what makes bbolt safe
-// across a power loss or kernel crash; unsynced, bbolt may be left
-// corrupt, which would lose every count rather than one interval. The cost
-// is two fsyncs per interval in the writer's goroutine, never in a check.
+// loses only what was not yet written: at most the last sync interval
+// (plus the replication round that hands changes over, and a write under
+// way). A synced commit is also what makes bbolt safe across a power loss
+// or kernel crash; unsynced, bbolt may be left corrupt, which would lose
+// every count rather than one interval. The cost is bbolt's: each write
+// copies every page that holds a changed key, so fewer, larger writes
+// cost less per state.
 //
 // Expired states are deleted on load and by Sweep (the node runs it on its
 // sweep interval); a state the store dropped early (refilled, handed off)
@@ -32,12 +36,10 @@ package persist
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -54,6 +56,8 @@ var (
 	// ErrFormat is returned for data of another format version, or a
 	// record that does not decode.
 	ErrFormat = errors.New("persist: format")
+	// ErrConfig is returned by NewWriter for a setting out of range.
+	ErrConfig = errors.New("persist: config")
 )
 
 // FileName is the database file in the data directory.
@@ -84,7 +88,9 @@ func Open(dir string) (*DB, error) {
 		return nil, fmt.Errorf("%w: --data-dir %q: %w", ErrDataDir, dir, err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
+		// Address space only: no remapping (under bbolt's lock) as the file grows to it.
+		InitialMmapSize: 1 << 30})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: --data-dir %q: in use by another process", ErrDataDir, dir)
 	}
@@ -124,28 +130,34 @@ func (d *DB) Close() error { return d.db.Close() }
 // state, in one synced transaction. A state expired at now is deleted
 // instead.
 func (d *DB) Write(entries []store.Entry, now int64) error {
-	if len(entries) == 0 {
+	p := newPending(len(entries))
+	for _, e := range entries {
+		p.put(e)
+	}
+	return d.writeRecords(p.records(), now)
+}
+
+// writeRecords is Write of records (AppendRecord's), in key order.
+func (d *DB) writeRecords(recs [][]byte, now int64) error {
+	if len(recs) == 0 {
 		return nil
 	}
-	// In key order: neighbouring keys share B+tree pages, so each page is
-	// found, copied and written once per batch.
-	entries = slices.SortedFunc(slices.Values(entries), func(a, b store.Entry) int {
-		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Algorithm, b.Algorithm))
-	})
-	var buf []byte
+	// bbolt keeps the keys' slices until the commit: they are cut from
+	// one buffer rather than allocated each.
+	keys := make([]byte, 0, len(recs)*9)
 	return d.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(statesBucket)
-		for _, e := range entries {
-			k := recordKey(e)
-			if e.ExpiresAt() <= now {
+		for _, r := range recs {
+			n := len(keys)
+			keys = append(append(keys, r[2:10]...), r[1])
+			k := keys[n:len(keys):len(keys)]
+			if exp, err := recordExpires(r); err != nil || exp <= now {
 				if err := b.Delete(k); err != nil {
 					return err
 				}
 				continue
 			}
-			buf = AppendRecord(buf[:0], e)
-			// bbolt keeps the value's slice until the commit.
-			if err := b.Put(k, bytes.Clone(buf)); err != nil {
+			if err := b.Put(k, r); err != nil {
 				return err
 			}
 		}

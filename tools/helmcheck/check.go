@@ -186,6 +186,7 @@ func check(o objects, vals map[string]any, flags map[string]bool) []string {
 
 	p = append(p, checkPod(name, sts, vals, flags)...)
 	p = append(p, checkSecurity(name, o, sts, vals)...)
+	p = append(p, checkPersistence(name, sts, vals)...)
 	p = append(p, checkOptional(name, o, client, pod.Labels, vals)...)
 
 	// The volumes' ConfigMaps: the policies always, the RLS rules when set.

@@ -23,7 +23,7 @@ func TestChartPasses(t *testing.T) {
 	for _, vs := range sets {
 		names[vs.name] = true
 	}
-	for _, want := range []string{"default values", "all-on-values.yaml", "cert-manager-values.yaml", "insecure-values.yaml"} {
+	for _, want := range []string{"default values", "all-on-values.yaml", "cert-manager-values.yaml", "insecure-values.yaml", "no-persistence-values.yaml"} {
 		if !names[want] {
 			t.Fatalf("value sets %v: want %s", names, want)
 		}
@@ -103,6 +103,12 @@ func TestChecksCatch(t *testing.T) {
 		{"a NetworkPolicy open to all on the peer port", "templates/networkpolicy.yaml", "- {port: 8081, protocol: TCP}", "- {port: 8081, protocol: TCP}\n        - {port: 8082, protocol: TCP}", "more than the nodes on port 8082"},
 		{"a checksum restart", "templates/statefulset.yaml", "      {{- with .Values.podAnnotations }}\n      annotations:\n",
 			"      annotations:\n        checksum/policies: {{ .Values.policies | sha256sum }}\n      {{- with .Values.podAnnotations }}\n", "checksum/policies"},
+		{"no persistence by default", "values.yaml", "persistence:\n  enabled: true", "persistence:\n  enabled: false", "persistence is off in the chart's defaults"},
+		{"the data dir not on the volume", "templates/statefulset.yaml", "- {name: data, mountPath: /var/lib/sluice}", "- {name: data, mountPath: /data}", "SLUICE_DATA_DIR=/var/lib/sluice is not where the claim data is mounted"},
+		{"no claim template", "templates/statefulset.yaml", "  {{- if .Values.persistence.enabled }}\n  # Each pod's own claim", "  {{- if false }}\n  # Each pod's own claim", "0 volumeClaimTemplates with persistence.enabled"},
+		{"a claim of another size", "templates/statefulset.yaml", "storage: {{ .Values.persistence.size | quote }}", "storage: 7Gi", "want persistence.size"},
+		{"the storage class ignored", "templates/statefulset.yaml", "storageClassName: {{ . | quote }}", "storageClassName: standard", "want persistence.storageClass"},
+		{"the sync interval ignored", "templates/statefulset.yaml", "{{ .Values.persistence.syncInterval | quote }}", `"1s"`, "SLUICE_DATA_SYNC_INTERVAL"},
 		{"a lint error", "Chart.yaml", "version: 0.1.0", "version: not-semver", "lint"},
 	}
 	sets, err := valueSets(chartDir)
@@ -161,7 +167,7 @@ func TestServeFlagTwins(t *testing.T) {
 	}}
 	flags := map[string]bool{}
 	for _, f := range []string{"node-name", "gossip-advertise-addr", "grpc-advertise-addr", "peer-advertise-addr",
-		"join", "config", "rls-config", "shutdown-timeout", "store-max-bytes", "cluster-secret-file"} {
+		"join", "config", "rls-config", "shutdown-timeout", "store-max-bytes", "cluster-secret-file", "data-dir", "data-sync-interval"} {
 		flags[f] = true
 	}
 	if p := checkChart(chartDir, valueSet{name: "defaults", release: "sluice"}, flags, false); len(p) > 0 {

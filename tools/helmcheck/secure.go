@@ -198,7 +198,8 @@ func checkCertificate(name string, o objects, values, prefix, secret string, val
 }
 
 // checkDefaults checks what the chart's own values.yaml must keep on: the
-// NetworkPolicy, and a cluster secret rather than insecure.
+// NetworkPolicy, a cluster secret rather than insecure, and the data
+// directory on a volume.
 func checkDefaults(o objects, vals map[string]any) []string {
 	var p []string
 	if !enabled(vals, "networkPolicy.enabled") || len(o.networkPolicies) == 0 {
@@ -206,6 +207,9 @@ func checkDefaults(o objects, vals map[string]any) []string {
 	}
 	if enabled(vals, "insecure") {
 		p = append(p, "insecure in the chart's defaults: a cluster secret must be the default")
+	}
+	if !enabled(vals, "persistence.enabled") {
+		p = append(p, "persistence is off in the chart's defaults (persistence.enabled): a stop of every pod would reset every count")
 	}
 	return p
 }
