@@ -96,6 +96,7 @@ func (s *Store) ExportChanged(now int64, fn func(Entry) bool) {
 		buf = buf[:0]
 		if lg.all {
 			buf = exportShard(buf, sh, now, nil)
+			buf = s.exportResvShard(buf, i, now, nil)
 		} else {
 			// A key's last token change is its token state now; a key
 			// with another change is read from the store, every
@@ -110,6 +111,7 @@ func (s *Store) ExportChanged(now int64, fn func(Entry) bool) {
 					continue
 				case look:
 					buf = exportShardKeys(buf, sh, now, c.key)
+					buf = s.exportResv(buf, c.key, now)
 				case c.tat > now:
 					buf = append(buf, Entry{Key: c.key, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: c.tat}})
 				}

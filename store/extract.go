@@ -13,6 +13,8 @@ func (s *Store) Extract(now int64, keys []uint64) []Entry {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
 		out = exportShardKeys(out, sh, now, k)
+		out = s.exportResv(out, k, now)
+		s.dropResv(k)
 		if removed, freed := deleteKey(sh, k); removed > 0 {
 			s.keys.Add(-removed)
 			s.bytes.Add(-freed)
@@ -52,6 +54,7 @@ func (s *Store) Delete(keys []uint64) int {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
 		removed, freed := deleteKey(sh, k)
+		s.dropResv(k)
 		if removed > 0 {
 			s.keys.Add(-removed)
 			s.bytes.Add(-freed)
@@ -127,6 +130,7 @@ func (s *Store) Copy(now int64, keys []uint64) []Entry {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
 		out = exportShardKeys(out, sh, now, k)
+		out = s.exportResv(out, k, now)
 		sh.mu.Unlock()
 	}
 	return out
