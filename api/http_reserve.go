@@ -88,15 +88,35 @@ type settleResultJSON struct {
 func itemsPath(i int, field string) string { return "items[" + strconv.Itoa(i) + "]." + field }
 
 // decodeItems decodes a reserve or settle body into v, strictly, and
-// checks its item count n(v).
-func decodeItems(data []byte, v any, n func() int) *httpError {
+// checks its item count n(v). item returns a new item of v's kind, to
+// name the item that failed to decode.
+func decodeItems(data []byte, v any, n func() int, item func() any) *httpError {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if herr := jsonSyntaxError(err); herr != nil {
 			return herr
 		}
-		return jsonFieldError(err, "")
+		var top struct {
+			Items []json.RawMessage `json:"items"`
+			TTL   *string           `json:"ttl"`
+		}
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&top); err != nil {
+			return jsonFieldError(err, "")
+		}
+		if _, settle := v.(*settleRequestJSON); settle && top.TTL != nil {
+			return badRequest("ttl", "unknown field: a settle has no ttl")
+		}
+		for i, raw := range top.Items {
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.DisallowUnknownFields()
+			if err := d.Decode(item()); err != nil {
+				return jsonFieldError(err, "items["+strconv.Itoa(i)+"]")
+			}
+		}
+		return badRequest("body", err.Error())
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("body", "unexpected data after the JSON object")
@@ -158,7 +178,7 @@ func (a *httpAPI) serveReserve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer putBuffer(body)
 	var in reserveRequestJSON
-	if herr := decodeItems(body.Bytes(), &in, func() int { return len(in.Items) }); herr != nil {
+	if herr := decodeItems(body.Bytes(), &in, func() int { return len(in.Items) }, func() any { return new(reserveItemJSON) }); herr != nil {
 		writeError(w, herr)
 		return
 	}
@@ -233,7 +253,7 @@ func (a *httpAPI) serveSettle(w http.ResponseWriter, r *http.Request) {
 	}
 	defer putBuffer(body)
 	var in settleRequestJSON
-	if herr := decodeItems(body.Bytes(), &in, func() int { return len(in.Items) }); herr != nil {
+	if herr := decodeItems(body.Bytes(), &in, func() int { return len(in.Items) }, func() any { return new(settleItemJSON) }); herr != nil {
 		writeError(w, herr)
 		return
 	}
