@@ -57,6 +57,12 @@ func (w *Writer) Add(entries []store.Entry) {
 		return
 	}
 	for _, e := range entries {
+		if len(e.Reservations) > 0 {
+			// A key's reservations come in an Entry of their own (its
+			// state zero): they are not kept on disk, and would
+			// overwrite the key's state under the same record key.
+			continue
+		}
 		w.pending[recordID{e.Key, uint8(e.Algorithm)}] = e
 	}
 	w.mu.Unlock()

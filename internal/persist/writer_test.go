@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/persist"
 	"github.com/sluice-rl/sluice/store"
 )
@@ -56,5 +57,27 @@ func TestWriterAbandon(t *testing.T) {
 	}
 	if n, _ := db.Len(); n != 0 {
 		t.Fatalf("%d states on disk after Abandon, want 0", n)
+	}
+}
+
+// A key's reservations (an Entry of their own, with a zero state) are not
+// written: they would overwrite the key's state on disk.
+func TestWriterSkipsReservations(t *testing.T) {
+	db, err := persist.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := persist.NewWriter(db, func() time.Time { return time.Unix(0, now) }, nil)
+	es := entries()
+	resv := store.Entry{Key: es[0].Key, Algorithm: es[0].Algorithm,
+		Reservations: []bucket.Reservation{{ID: 1, Tag: 1, Estimate: 5, Expires: now + int64(time.Minute)}}}
+	w.Add([]store.Entry{es[0], resv})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, st := load(t, db, now)
+	if st.Loaded != 1 || got[0].Token != es[0].Token {
+		t.Fatalf("loaded %+v (%+v), want key %d's state as written", got, st, es[0].Key)
 	}
 }
