@@ -193,3 +193,29 @@ func TestClusterLeaveMovesReservations(t *testing.T) {
 		}
 	}
 }
+
+// An unsettled reservation settles at its estimate when its TTL ends: the
+// estimate stays charged and the ID is forgotten.
+func TestReservationTTLSettlesAtEstimate(t *testing.T) {
+	clk := newFakeClock()
+	n := startNode(t, func(cfg *node.Config) { cfg.Clock = clk.Now })
+	c := newClient(t, n.GRPCAddr())
+	ctx := context.Background()
+	lim := client.Limit{Limit: 100, Period: time.Hour} // 36s a token: the TTL refills nothing to speak of
+	r, err := c.Reserve(ctx, 10*time.Second, client.ReserveItem{Key: "tenant:3", Limit: lim, Estimate: 80})
+	if err != nil || !r.Allowed || r.Items[0].ExpiresAfter != 10*time.Second {
+		t.Fatalf("reserve: %+v %v", r, err)
+	}
+	clk.Advance(10 * time.Second)
+	if _, err := c.Settle(ctx, r, 0); status.Code(errorsUnwrapAll(err)) != codes.NotFound {
+		t.Fatalf("settle after the TTL: %v, want NotFound", err)
+	}
+	if u, _ := c.Usage(ctx, "tenant:3", "", lim); u.Remaining != 20 {
+		t.Fatalf("usage after the TTL: %+v, want 20 left (the estimate of 80 stands)", u)
+	}
+	// TTL above the node's cap (--max-lease-ttl, 1h by default).
+	_, err = c.Reserve(ctx, 2*time.Hour, client.ReserveItem{Key: "tenant:3", Limit: lim, Estimate: 1})
+	if st := status.Convert(errorsUnwrapAll(err)); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "ttl: ") {
+		t.Fatalf("ttl above the cap: %v, want InvalidArgument naming ttl", err)
+	}
+}
