@@ -35,8 +35,11 @@ type Reserved struct {
 	Key    string
 	Policy string
 	Limit  Limit
-	// Remaining is what the limit has left after the estimate.
-	Remaining int64
+	// Capacity is the limit's capacity that applied (a token bucket's
+	// burst), and Remaining what it has left after the estimate.
+	Capacity, Remaining int64
+	// ResetAfter is the time until the limit is full again.
+	ResetAfter time.Duration
 	// RetryAfter is, when denied, the time until the estimate would fit.
 	RetryAfter time.Duration
 	// ExpiresAfter is the reservation's TTL: unsettled by then, it
@@ -93,7 +96,7 @@ func (c *Client) Reserve(ctx context.Context, ttl time.Duration, items ...Reserv
 		}
 		o := Reserved{
 			Allowed: r.GetAllowed(), ID: r.GetReservationId(), Key: items[i].Key, Policy: items[i].Policy, Limit: items[i].Limit,
-			Remaining: r.GetRemaining(), RetryAfter: r.GetRetryAfter().AsDuration(), ExpiresAfter: r.GetExpiresAfter().AsDuration(),
+			Capacity: r.GetLimit(), Remaining: r.GetRemaining(), ResetAfter: r.GetResetAfter().AsDuration(), RetryAfter: r.GetRetryAfter().AsDuration(), ExpiresAfter: r.GetExpiresAfter().AsDuration(),
 			Owner: r.GetOwner(),
 		}
 		if e := r.GetError(); e != nil {
