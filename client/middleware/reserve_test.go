@@ -92,4 +92,3 @@ func TestHTTPEstimateConfig(t *testing.T) {
 		t.Fatalf("negative estimate: %v, want an error naming Rules[0].Estimate", err)
 	}
 }
-
