@@ -25,7 +25,8 @@ func (s *Store) Extract(now int64, keys []uint64) []Entry {
 	return out
 }
 
-// Has reports whether key has a live state (of any algorithm).
+// Has reports whether key has a live state (of any algorithm) or a live
+// reservation.
 func (s *Store) Has(now int64, key uint64) bool {
 	sh := s.shardOf(key)
 	sh.mu.Lock()
@@ -42,8 +43,17 @@ func (s *Store) Has(now int64, key uint64) bool {
 	if v, ok := sh.logs[key]; ok && v.expiresAt() > now {
 		return true
 	}
-	v, ok := sh.leases[key]
-	return ok && v.ExpiresAt() > now
+	if v, ok := sh.leases[key]; ok && v.ExpiresAt() > now {
+		return true
+	}
+	if set := s.resv[s.shardIndex(key)][key]; set != nil {
+		for _, r := range set.list {
+			if r.Expires > now {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Delete removes the states of the given keys (all algorithms), live or

@@ -142,3 +142,21 @@ func TestImportValidatesReservations(t *testing.T) {
 		})
 	}
 }
+
+// A key whose state has refilled but whose reservation is live is held:
+// Has says so, so that a fetch or handoff takes the reservation along.
+func TestHasCountsReservations(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
+	s := newStore(t, Config{})
+	l := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 100, Period: time.Second}
+	if _, _, err := s.Reserve(1, l, now, 10, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	later := now + int64(2*time.Second) // the bucket is full again
+	if !s.Has(later, 1) {
+		t.Error("Has: false for a key with a live reservation")
+	}
+	if s.Has(now+int64(time.Minute), 1) {
+		t.Error("Has: true after the reservation's TTL")
+	}
+}
