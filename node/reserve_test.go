@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -217,5 +218,42 @@ func TestReservationTTLSettlesAtEstimate(t *testing.T) {
 	_, err = c.Reserve(ctx, 2*time.Hour, client.ReserveItem{Key: "tenant:3", Limit: lim, Estimate: 1})
 	if st := status.Convert(errorsUnwrapAll(err)); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "ttl: ") {
 		t.Fatalf("ttl above the cap: %v, want InvalidArgument naming ttl", err)
+	}
+}
+
+// Reservations are replicated with their key's state: after a kill -9 of
+// the owner, the heir that takes the key over settles them.
+func TestClusterKillKeepsReplicatedReservations(t *testing.T) {
+	tc := &testCluster{t: t, clk: newFakeClock(), stops: map[string]func(){}}
+	for i := 0; i < 3; i++ {
+		tc.addWith(fmt.Sprintf("n%d", i), func(c *node.Config) { c.Replicas = 1 })
+	}
+	tc.waitConverged()
+	c0 := newClient(t, tc.nodes[0].GRPCAddr())
+	victim := tc.nodes[2]
+	held := map[string]client.Reservation{}
+	for _, k := range keys(60) {
+		if ownerOf(t, c0, k, tpm).Owner == victim.Name() {
+			held[k] = reserveOK(t, c0, k, 100)
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("%s owns none of the keys", victim.Name())
+	}
+	waitFor(t, 10*time.Second, "the victim's states copied to their heirs", func() bool {
+		n := int64(0)
+		for _, nd := range tc.nodes[:2] {
+			n += nd.Limiter().ReplicaStats().Held
+		}
+		return n >= int64(len(held))
+	})
+	victim.Inject(node.FaultCrash)
+	tc.nodes = tc.nodes[:2]
+	tc.waitConverged()
+	c1 := newClient(t, tc.nodes[1].GRPCAddr())
+	for k, r := range held {
+		if s := settleOne(t, c1, r, 40); s.AlreadySettled || s.Refunded != 60 || s.Remaining != 60 {
+			t.Fatalf("%s after its owner %s was killed: %+v, want the replicated reservation settled, 60 refunded", k, victim.Name(), s)
+		}
 	}
 }

@@ -12,8 +12,9 @@ func (s *Store) Extract(now int64, keys []uint64) []Entry {
 	for _, k := range keys {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
+		from := len(out)
 		out = exportShardKeys(out, sh, now, k)
-		out = s.exportResv(out, k, now)
+		out = s.exportResv(out, from, k, now)
 		s.dropResv(k)
 		if removed, freed := deleteKey(sh, k); removed > 0 {
 			s.keys.Add(-removed)
@@ -139,8 +140,9 @@ func (s *Store) Copy(now int64, keys []uint64) []Entry {
 	for _, k := range keys {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
+		from := len(out)
 		out = exportShardKeys(out, sh, now, k)
-		out = s.exportResv(out, k, now)
+		out = s.exportResv(out, from, k, now)
 		sh.mu.Unlock()
 	}
 	return out

@@ -29,8 +29,9 @@ type Entry struct {
 	// which its expiry depends on. Other algorithms ignore it.
 	Period int64
 	// Reservations are the key's reservations (see Store.Reserve). The
-	// store exports them in an Entry of their own, whose state is the zero
-	// state; Import merges them with the key's.
+	// store exports them with the key's state of their algorithm, or, when
+	// it has none (it refilled), in an Entry of their own whose state is
+	// the zero state; Import merges them with the key's.
 	Reservations []bucket.Reservation
 }
 
@@ -99,7 +100,7 @@ func (s *Store) Export(now int64, keep func(key uint64) bool, fn func(Entry) boo
 		buf = buf[:0]
 		sh.mu.Lock()
 		buf = exportShard(buf, sh, now, keep)
-		buf = s.exportResvShard(buf, i, now, keep)
+		buf = s.exportResvShard(buf, 0, i, now, keep)
 		sh.mu.Unlock()
 		for _, e := range buf {
 			if !fn(e) {

@@ -243,9 +243,12 @@ func (s *Store) insertable(sh *shard, key uint64, now, size int64) bool {
 	return err == nil
 }
 
-// exportResv appends key's live reservations to buf as an Entry with the
-// zero state. The caller holds the key's shard lock.
-func (s *Store) exportResv(buf []Entry, key uint64, now int64) []Entry {
+// exportResv gives key's live reservations to the entry of buf[from:]
+// that holds the key's state of their algorithm, or else appends them as
+// an Entry with the zero state: a key stays one entry when it can (a peer
+// that predates reservations takes at most one state per key it fetches).
+// The caller holds the key's shard lock.
+func (s *Store) exportResv(buf []Entry, from int, key uint64, now int64) []Entry {
 	set := s.resv[s.shardIndex(key)][key]
 	if set == nil {
 		return buf
@@ -255,14 +258,35 @@ func (s *Store) exportResv(buf []Entry, key uint64, now int64) []Entry {
 		delete(s.resv[s.shardIndex(key)], key)
 		return buf
 	}
+	for i := from; i < len(buf); i++ {
+		if buf[i].Key == key && buf[i].Algorithm == set.alg {
+			buf[i].Reservations = slices.Clone(set.list)
+			return buf
+		}
+	}
 	return append(buf, Entry{Key: key, Algorithm: set.alg, Reservations: slices.Clone(set.list)})
 }
 
-// exportResvShard appends the live reservations of shard i that keep.
-func (s *Store) exportResvShard(buf []Entry, i int, now int64, keep func(uint64) bool) []Entry {
+// exportResvShard gives the live reservations of shard i's keys that keep
+// to their entries in buf[from:] (see exportResv).
+func (s *Store) exportResvShard(buf []Entry, from, i int, now int64, keep func(uint64) bool) []Entry {
+	if len(s.resv[i]) == 0 {
+		return buf
+	}
+	at := make(map[uint64]int, len(buf)-from)
+	for j := from; j < len(buf); j++ {
+		if _, ok := at[buf[j].Key]; !ok {
+			at[buf[j].Key] = j // the key's first entry: exportResv looks on from it
+		}
+	}
 	for k := range s.resv[i] {
-		if keep == nil || keep(k) {
-			buf = s.exportResv(buf, k, now)
+		if keep != nil && !keep(k) {
+			continue
+		}
+		if j, ok := at[k]; ok {
+			buf = s.exportResv(buf, j, k, now)
+		} else {
+			buf = s.exportResv(buf, len(buf), k, now)
 		}
 	}
 	return buf

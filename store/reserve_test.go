@@ -90,6 +90,11 @@ func TestReservationsMoveWithKey(t *testing.T) {
 		t.Errorf("ExportChanged carried %d reservations, want 2", replicated)
 	}
 	moved := a.Extract(now, []uint64{1})
+	if len(moved) != 1 || len(moved[0].Reservations) != 2 {
+		// One entry per key: a peer that predates reservations takes at
+		// most one state per key it fetches.
+		t.Fatalf("Extract: %+v, want the key's state carrying its 2 reservations", moved)
+	}
 	b := newStore(t, Config{})
 	for _, e := range moved {
 		if err := b.Import(e, now); err != nil {
@@ -158,5 +163,27 @@ func TestHasCountsReservations(t *testing.T) {
 	}
 	if s.Has(now+int64(time.Minute), 1) {
 		t.Error("Has: true after the reservation's TTL")
+	}
+}
+
+// A key whose state refilled keeps its live reservations in an entry of
+// their own, which Import takes.
+func TestReservationsWithoutState(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
+	l := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 100, Period: time.Second}
+	a := newStore(t, Config{})
+	id, _, _ := a.Reserve(1, l, now, 10, time.Minute, 0)
+	later := now + int64(2*time.Second)
+	var got []Entry
+	a.Export(later, nil, func(e Entry) bool { got = append(got, e); return true })
+	if len(got) != 1 || len(got[0].Reservations) != 1 || got[0].Token.TAT != 0 {
+		t.Fatalf("Export: %+v, want one entry of the reservation alone", got)
+	}
+	b := newStore(t, Config{})
+	if err := b.Import(got[0], later); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.Settle(1, l, later, id, 10); err != nil || st.Already {
+		t.Fatalf("settle on the importer: %+v %v", st, err)
 	}
 }

@@ -58,10 +58,12 @@ func (w *Writer) Add(entries []store.Entry) {
 	}
 	for _, e := range entries {
 		if len(e.Reservations) > 0 {
-			// A key's reservations come in an Entry of their own (its
-			// state zero): they are not kept on disk, and would
+			// A key's reservations are not kept on disk; an Entry of
+			// them alone (a zero state, which expires at 0) would
 			// overwrite the key's state under the same record key.
-			continue
+			if e.Reservations = nil; e.ExpiresAt() == 0 {
+				continue
+			}
 		}
 		w.pending[recordID{e.Key, uint8(e.Algorithm)}] = e
 	}
