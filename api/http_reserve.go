@@ -146,16 +146,15 @@ func itemRequest(i int, it *checkItemJSON, dst *limiter.Request) *httpError {
 	return nil
 }
 
-// reserveError maps an error of ReserveAll or SettleAll to an HTTP error.
+// reserveHTTPError maps an error of ReserveAll or SettleAll to an HTTP
+// error: a field of an item is named under items[i] ("ttl" and "items"
+// are the request's own).
 func (a *httpAPI) reserveHTTPError(err error) *httpError {
 	var fe *limiter.FieldError
 	if errors.As(err, &fe) {
 		field := fe.Field
-		switch {
-		case field == "ttl":
-		case fe.Index >= 0:
+		if field != "ttl" && fe.Index >= 0 {
 			field = itemsPath(fe.Index, field)
-		case field == "items":
 		}
 		if errors.Is(err, limiter.ErrUnknownReservation) {
 			return &httpError{status: http.StatusNotFound, field: field, msg: field + ": " + fe.Reason}
