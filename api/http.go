@@ -7,6 +7,7 @@ package api
 //	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...]}
 //	GET|POST /v1/check?key=K&policy=P            (no body: nginx auth_request, Traefik ForwardAuth)
 //	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming; "allowed": would a check of 1 be)
+//	POST /v1/reserve, /v1/settle                 (reserve an estimate, settle the actual cost: http_reserve.go)
 //	GET  /healthz, /readyz, /metrics
 //	GET  /ui, /ui/data                           (the status page, ui.go; when HTTPConfig.UI is set)
 //	POST /json                                   (Envoy RLS ShouldRateLimit in JSON, http_rls.go; when HTTPConfig.RLS is set)
@@ -167,6 +168,14 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		obs = a.obsUsage
 		if allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			a.serveUsage(w, r)
+		}
+	case "/v1/reserve":
+		if allowMethods(w, r, http.MethodPost) {
+			a.serveReserve(w, r)
+		}
+	case "/v1/settle":
+		if allowMethods(w, r, http.MethodPost) {
+			a.serveSettle(w, r)
 		}
 	case "/healthz":
 		obs = a.obsHealthz

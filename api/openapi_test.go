@@ -129,6 +129,15 @@ func TestOpenAPIDescribesHandler(t *testing.T) {
 		{name: "json no descriptors", method: "POST", target: "/json", body: `{"domain":"web"}`, status: 400},
 		{name: "json GET", method: "GET", target: "/json", status: 405, specRejects: true},
 		{name: "ui data unknown param", method: "GET", target: "/ui/data?refresh=5", status: 400},
+		{name: "reserve", method: "POST", target: "/v1/reserve", body: `{"items":[{"key":"r:1","limit":100,"period":"1m","estimate":60}],"ttl":"30s"}`, status: 200},
+		{name: "reserve estimate above capacity", method: "POST", target: "/v1/reserve", body: `{"items":[{"key":"r:2","limit":100,"period":"1m","estimate":60},{"key":"r:2","policy":"api","estimate":3},{"key":"r:3","policy":"api","estimate":1}]}`, status: 400},
+		{name: "reserve over", method: "POST", target: "/v1/reserve", body: `{"items":[{"key":"r:4","limit":100,"period":"1m","estimate":60},{"key":"r:4","limit":100,"period":"1m","estimate":60},{"key":"r:5","policy":"api","estimate":1}]}`, status: 429},
+		{name: "reserve no estimate", method: "POST", target: "/v1/reserve", body: `{"items":[{"key":"r:1","limit":100,"period":"1m"}]}`, status: 400, specRejects: true},
+		{name: "reserve zero estimate", method: "POST", target: "/v1/reserve", body: `{"items":[{"key":"r:1","limit":100,"period":"1m","estimate":0}]}`, status: 400, specRejects: true},
+		{name: "reserve GET", method: "GET", target: "/v1/reserve", status: 405, specRejects: true},
+		{name: "settle unknown", method: "POST", target: "/v1/settle", body: `{"items":[{"key":"r:1","limit":100,"period":"1m","reservation_id":"0123456789abcdef0123456789abcdef","actual":3}]}`, status: 404},
+		{name: "settle malformed id", method: "POST", target: "/v1/settle", body: `{"items":[{"key":"r:1","limit":100,"period":"1m","reservation_id":"xyz","actual":3}]}`, status: 400},
+		{name: "settle negative", method: "POST", target: "/v1/settle", body: `{"items":[{"key":"r:1","limit":100,"period":"1m","reservation_id":"0123456789abcdef0123456789abcdef","actual":-1}]}`, status: 400, specRejects: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status := exchangeOpenAPI(t, router, exercised, h, tc.method, tc.target, tc.body, tc.header, tc.specRejects)

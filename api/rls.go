@@ -164,12 +164,14 @@ func NewRLS(cfg RLSConfig) (*RLS, error) {
 	return s, nil
 }
 
-// Register registers the service on srv and marks it SERVING on hs (if
-// not nil).
+// Register registers the service, and Kuadrant's beside it (kuadrant.go),
+// on srv and marks them SERVING on hs (if not nil).
 func (s *RLS) Register(srv *grpc.Server, hs *health.Server) {
 	rlsv3.RegisterRateLimitServiceServer(srv, s)
+	srv.RegisterService(&kuadrantServiceDesc, kuadrant{s}) // beside it: kuadrant.go
 	if hs != nil {
 		hs.SetServingStatus(RLSServiceName, healthpb.HealthCheckResponse_SERVING)
+		hs.SetServingStatus(KuadrantServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 }
 

@@ -40,6 +40,14 @@ func (p *lateOwner) Release(context.Context, ring.Member, int, limiter.Forwarded
 	return limiter.Answer{}, false, p.unsent()
 }
 
+func (p *lateOwner) Reserve(context.Context, ring.Member, int, limiter.Forwarded, time.Duration) (limiter.Answer, store.LeaseID, error) {
+	return limiter.Answer{}, store.LeaseID{}, p.unsent()
+}
+
+func (p *lateOwner) Settle(context.Context, ring.Member, int, limiter.Forwarded, store.LeaseID) (limiter.Answer, limiter.SettleAnswer, error) {
+	return limiter.Answer{}, limiter.SettleAnswer{}, p.unsent()
+}
+
 func (p *lateOwner) Fetch(context.Context, ring.Member, []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	return nil, nil, p.unsent()
 }

@@ -116,6 +116,12 @@ type Peers interface {
 	// Release returns the lease leaseID on node to; it reports false
 	// when node to holds no such lease of the item's key.
 	Release(ctx context.Context, to ring.Member, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error)
+	// Reserve makes a reservation of item.Cost units on node to and
+	// returns its ID (zero when denied).
+	Reserve(ctx context.Context, to ring.Member, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error)
+	// Settle settles the reservation id on node to with item.Cost as the
+	// actual cost.
+	Settle(ctx context.Context, to ring.Member, hops int, item Forwarded, id store.LeaseID) (Answer, SettleAnswer, error)
 	// Fetch moves the states of keys from node from (their previous owner)
 	// to the caller, and names the owners node from's ring gives the keys
 	// it holds nothing of, when they are neither the caller nor itself.

@@ -96,6 +96,7 @@ func (s *Store) ExportChanged(now int64, fn func(Entry) bool) {
 		buf = buf[:0]
 		if lg.all {
 			buf = exportShard(buf, sh, now, nil)
+			buf = s.exportResvShard(buf, 0, i, now, nil)
 		} else {
 			// A key's last token change is its token state now; a key
 			// with another change is read from the store, every
@@ -109,7 +110,9 @@ func (s *Store) ExportChanged(now int64, fn func(Entry) bool) {
 				case j+1 < len(cs) && cs[j+1].key == c.key:
 					continue
 				case look:
+					from := len(buf)
 					buf = exportShardKeys(buf, sh, now, c.key)
+					buf = s.exportResv(buf, from, c.key, now)
 				case c.tat > now:
 					buf = append(buf, Entry{Key: c.key, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: c.tat}})
 				}

@@ -12,7 +12,10 @@ func (s *Store) Extract(now int64, keys []uint64) []Entry {
 	for _, k := range keys {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
+		from := len(out)
 		out = exportShardKeys(out, sh, now, k)
+		out = s.exportResv(out, from, k, now)
+		s.dropResv(k)
 		if removed, freed := deleteKey(sh, k); removed > 0 {
 			s.keys.Add(-removed)
 			s.bytes.Add(-freed)
@@ -23,7 +26,8 @@ func (s *Store) Extract(now int64, keys []uint64) []Entry {
 	return out
 }
 
-// Has reports whether key has a live state (of any algorithm).
+// Has reports whether key has a live state (of any algorithm) or a live
+// reservation.
 func (s *Store) Has(now int64, key uint64) bool {
 	sh := s.shardOf(key)
 	sh.mu.Lock()
@@ -40,8 +44,17 @@ func (s *Store) Has(now int64, key uint64) bool {
 	if v, ok := sh.logs[key]; ok && v.expiresAt() > now {
 		return true
 	}
-	v, ok := sh.leases[key]
-	return ok && v.ExpiresAt() > now
+	if v, ok := sh.leases[key]; ok && v.ExpiresAt() > now {
+		return true
+	}
+	if set := s.resv[s.shardIndex(key)][key]; set != nil {
+		for _, r := range set.list {
+			if r.Expires > now {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Delete removes the states of the given keys (all algorithms), live or
@@ -52,6 +65,7 @@ func (s *Store) Delete(keys []uint64) int {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
 		removed, freed := deleteKey(sh, k)
+		s.dropResv(k)
 		if removed > 0 {
 			s.keys.Add(-removed)
 			s.bytes.Add(-freed)
@@ -126,7 +140,9 @@ func (s *Store) Copy(now int64, keys []uint64) []Entry {
 	for _, k := range keys {
 		sh := s.shardOf(k)
 		sh.mu.Lock()
+		from := len(out)
 		out = exportShardKeys(out, sh, now, k)
+		out = s.exportResv(out, from, k, now)
 		sh.mu.Unlock()
 	}
 	return out

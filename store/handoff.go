@@ -28,11 +28,25 @@ type Entry struct {
 	// Period is the period of a SlidingLog key's limit, in nanoseconds,
 	// which its expiry depends on. Other algorithms ignore it.
 	Period int64
+	// Reservations are the key's reservations (see Store.Reserve). The
+	// store exports them with the key's state of their algorithm, or, when
+	// it has none (it refilled), in an Entry of their own whose state is
+	// the zero state; Import merges them with the key's.
+	Reservations []bucket.Reservation
 }
 
 // ExpiresAt is the instant from which the entry's state equals the zero
 // state (0 for an unknown algorithm).
 func (e Entry) ExpiresAt() int64 {
+	var resv int64
+	for _, r := range e.Reservations {
+		resv = max(resv, r.Expires)
+	}
+	return max(resv, e.stateExpiresAt())
+}
+
+// stateExpiresAt is ExpiresAt of the state alone.
+func (e Entry) stateExpiresAt() int64 {
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		return e.Token.ExpiresAt()
@@ -46,8 +60,19 @@ func (e Entry) ExpiresAt() int64 {
 	return 0
 }
 
-// isZero reports whether the entry's state equals the zero state at now.
+// isZero reports whether the entry's state equals the zero state at now
+// and it holds no live reservation.
 func (e Entry) isZero(now int64) bool {
+	for _, r := range e.Reservations {
+		if r.Expires > now {
+			return false
+		}
+	}
+	return e.stateIsZero(now)
+}
+
+// stateIsZero reports whether the entry's state equals the zero state at now.
+func (e Entry) stateIsZero(now int64) bool {
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		return tokenIsZero(e.Token, now)
@@ -75,6 +100,7 @@ func (s *Store) Export(now int64, keep func(key uint64) bool, fn func(Entry) boo
 		buf = buf[:0]
 		sh.mu.Lock()
 		buf = exportShard(buf, sh, now, keep)
+		buf = s.exportResvShard(buf, 0, i, now, keep)
 		sh.mu.Unlock()
 		for _, e := range buf {
 			if !fn(e) {
@@ -155,6 +181,12 @@ func (s *Store) put(e Entry, now int64, merge bool) error {
 	sh := s.shardOf(e.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if len(e.Reservations) > 0 {
+		s.importResv(&e, now)
+		if e.stateIsZero(now) {
+			return nil
+		}
+	}
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		old, ok := sh.tokens[e.Key]

@@ -153,6 +153,13 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 	key uint64, l bucket.Limit, now, cost int64, countsDenied bool, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return s.takeWindowLocked(sh, m, take, key, l, now, cost, countsDenied, as)
+}
+
+// takeWindowLocked is takeWindow with sh.mu held.
+func (s *Store) takeWindowLocked(sh *shard, m *map[uint64]bucket.WindowState,
+	take func(bucket.WindowState, bucket.Limit, int64, int64) (bucket.WindowState, bucket.Result, error),
+	key uint64, l bucket.Limit, now, cost int64, countsDenied bool, as Use) (bucket.Result, error) {
 	old, ok := (*m)[key]
 	in := old
 	if ok && old.ExpiresAt() <= now {

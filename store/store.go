@@ -18,7 +18,10 @@ type Store struct {
 	maxBytes int64
 	// changes[i] is the change log of shards[i], guarded by its lock; nil
 	// unless Config.TrackChanges (see changes.go).
-	changes    []changeLog
+	changes []changeLog
+	// resv[i] holds the reservations of shards[i]'s keys, guarded by its
+	// lock (see reserve.go).
+	resv       []map[uint64]*resvSet
 	maxChanges int // per shard
 	// meta[i] maps the evictable keys and the clients' keys of shards[i]
 	// to their last use and creator, guarded by its lock; nil unless
@@ -58,6 +61,7 @@ func New(cfg Config) (*Store, error) {
 		maxBytes: cfg.MaxBytes,
 
 		maxPerClient: cfg.MaxKeysPerClient,
+		resv:         make([]map[uint64]*resvSet, cfg.Shards),
 	}
 	for i := range s.shards {
 		s.shards[i].sweepAt = math.MaxInt64

@@ -44,7 +44,7 @@ func (s *Store) sweepLocked(sh *shard, now int64) int {
 		func(v logState) int64 { return logBytes(v.entries) })
 	sh.leases = sweepMap(&sw, sh.leases, bucket.LeaseState.ExpiresAt,
 		func(v bucket.LeaseState) int64 { return leaseBytes(v.Leases) })
-	sh.sweepAt = sw.next
+	sh.sweepAt = s.sweepResv(s.indexOf(sh), now, sw.next)
 	if meta != nil {
 		*meta = shrunk(sw.meta, sw.metaBefore)
 	}

@@ -38,14 +38,14 @@ func (e *Entry) Validate(now int64) error {
 	skew := now + int64(ClockSkew)
 	switch e.Algorithm {
 	case bucket.TokenBucket:
-		if e.Token.TAT > now+int64(100*bucket.MaxPeriod) {
-			return bad("tat", "%d is more than 100 × max period ahead of now %d", e.Token.TAT, now)
+		if e.Token.TAT > now+(1+bucket.DebtBursts)*int64(100*bucket.MaxPeriod) {
+			return bad("tat", "%d is more than %d × 100 × max period ahead of now %d", e.Token.TAT, 1+bucket.DebtBursts, now)
 		}
 	case bucket.FixedWindow, bucket.SlidingWindow, bucket.FixedWindowHits:
 		w := e.Window
 		// A window admits at most its limit; fixed_window_hits counts
 		// denied hits too, so only its sign is known.
-		maxCount := int64(bucket.MaxLimit)
+		maxCount := int64((1 + bucket.DebtBursts) * bucket.MaxLimit) // a settle may go into debt
 		if e.Algorithm == bucket.FixedWindowHits {
 			maxCount = 1<<63 - 1
 		}
@@ -93,6 +93,31 @@ func (e *Entry) Validate(now int64) error {
 		}
 	default:
 		return bad("algorithm", "unknown algorithm %v", e.Algorithm)
+	}
+	return e.validateResv(now, bad)
+}
+
+// validateResv checks e's reservations: at most MaxReservations, none
+// ending more than the max lease TTL ahead, estimates and outcomes within
+// package bucket's bounds.
+func (e *Entry) validateResv(now int64, bad func(field, format string, args ...any) error) error {
+	if n := len(e.Reservations); n > MaxReservations {
+		return bad("resv_id", "%d reservations, at most %d", n, MaxReservations)
+	}
+	if len(e.Reservations) > 0 && (e.Algorithm == bucket.Concurrency || e.Algorithm == bucket.SlidingLog) {
+		return bad("resv_id", "reservations on a %v key", e.Algorithm)
+	}
+	for i, r := range e.Reservations {
+		switch {
+		case r.ID == 0:
+			return bad(fmt.Sprintf("resv_id[%d]", i), "must not be 0")
+		case r.Expires > now+int64(ClockSkew)+int64(MaxLeaseTTL):
+			return bad(fmt.Sprintf("resv_expires[%d]", i), "%d is more than the max lease TTL ahead of now %d", r.Expires, now)
+		case r.Estimate < 1 || r.Estimate > bucket.MaxHitsLimit:
+			return bad(fmt.Sprintf("resv_estimate[%d]", i), "%d out of [1, %d]", r.Estimate, int64(bucket.MaxHitsLimit))
+		case r.Actual < 0 || r.Refunded < 0 || r.Charged < 0 || r.Forgiven < 0:
+			return bad(fmt.Sprintf("resv_actual[%d]", i), "negative outcome")
+		}
 	}
 	return nil
 }

@@ -13,19 +13,19 @@ import (
 // and applies nothing of it.
 func TestImportValidates(t *testing.T) {
 	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
-	far := now + int64(200*365*24*time.Hour)
+	far := now + int64(230*365*24*time.Hour) // beyond (1+DebtBursts) × 100 × MaxPeriod
 	future := now + int64(time.Hour)
 	for _, tc := range []struct {
 		name  string
 		e     Entry
 		field string
 	}{
-		{"tat 200 years ahead", Entry{Key: 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: far}}, "tat"},
+		{"tat 230 years ahead", Entry{Key: 1, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: far}}, "tat"},
 		{"window starts in the future", Entry{Key: 2, Algorithm: bucket.FixedWindow, Window: bucket.WindowState{Start: future, Expires: future + 1}}, "window_start"},
 		{"window expires before it starts", Entry{Key: 3, Algorithm: bucket.SlidingWindow, Window: bucket.WindowState{Start: now, Expires: now - 1}}, "window_expires"},
 		{"window lasts 3 years", Entry{Key: 4, Algorithm: bucket.FixedWindow, Window: bucket.WindowState{Start: now, Expires: now + int64(3*bucket.MaxPeriod)}}, "window_expires"},
 		{"negative count", Entry{Key: 5, Algorithm: bucket.FixedWindowHits, Window: bucket.WindowState{Start: now, Expires: now + 1, Cur: -1}}, "window_cur"},
-		{"count above any limit", Entry{Key: 12, Algorithm: bucket.SlidingWindow, Window: bucket.WindowState{Start: now, Expires: now + 1, Prev: bucket.MaxLimit + 1}}, "window_prev"},
+		{"count above any limit", Entry{Key: 12, Algorithm: bucket.SlidingWindow, Window: bucket.WindowState{Start: now, Expires: now + 1, Prev: (1+bucket.DebtBursts)*bucket.MaxLimit + 1}}, "window_prev"},
 		{"log entry in the future", Entry{Key: 6, Algorithm: bucket.SlidingLog, Period: int64(time.Minute), Log: bucket.LogState{Entries: []bucket.LogEntry{{At: future, Cost: 1}}}}, "log_at[0]"},
 		{"log cost 0", Entry{Key: 7, Algorithm: bucket.SlidingLog, Period: int64(time.Minute), Log: bucket.LogState{Entries: []bucket.LogEntry{{At: now, Cost: 0}}}}, "log_cost[0]"},
 		{"log period 0", Entry{Key: 8, Algorithm: bucket.SlidingLog, Log: bucket.LogState{Entries: []bucket.LogEntry{{At: now, Cost: 1}}}}, "period_ns"},
@@ -50,8 +50,9 @@ func TestImportValidates(t *testing.T) {
 }
 
 // A token state further ahead than its limit allows (imported under
-// another limit) reads as an empty bucket that refills within the limit's
-// horizon, and is counted in Stats().Clamped.
+// another limit) reads as a bucket at its debt bound (one burst below
+// empty, bucket.DebtBursts) that refills within twice the limit's horizon,
+// and is counted in Stats().Clamped.
 func TestTakeClampsTokenBeyondHorizon(t *testing.T) {
 	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
 	s := newStore(t, Config{})
@@ -63,8 +64,8 @@ func TestTakeClampsTokenBeyondHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Allowed || res.RetryAfter > time.Second || res.ResetAfter > time.Minute {
-		t.Fatalf("take: %+v, want denied with a retry after under a second", res)
+	if res.Allowed || res.RetryAfter > time.Minute+time.Second || res.ResetAfter > 2*time.Minute {
+		t.Fatalf("take: %+v, want denied with a retry after under a minute and a second", res)
 	}
 	if c := s.Stats().Clamped; c != 1 {
 		t.Fatalf("Clamped = %d, want 1", c)
@@ -80,7 +81,8 @@ func TestTakeClampsTokenBeyondHorizon(t *testing.T) {
 
 // The attack on one key: a caller with limit 1 burst 61 per minute
 // takes 61; a caller with 3/min on the same key and period then waits at
-// most its own emission interval (20s), not the attacker's hour.
+// most its own debt bound and emission interval (1m20s), not the
+// attacker's hour.
 func TestTakeClampsOtherLimitsState(t *testing.T) {
 	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
 	s := newStore(t, Config{})
@@ -93,10 +95,10 @@ func TestTakeClampsOtherLimitsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RetryAfter > 20*time.Second || res.ResetAfter > time.Minute {
-		t.Fatalf("victim locked out: %+v, want a retry within 20s and a reset within 1m", res)
+	if res.RetryAfter > 80*time.Second || res.ResetAfter > 2*time.Minute {
+		t.Fatalf("victim locked out: %+v, want a retry within 1m20s and a reset within 2m", res)
 	}
-	res, err = s.Take(1, victim, now+int64(20*time.Second), 1)
+	res, err = s.Take(1, victim, now+int64(80*time.Second), 1)
 	if err != nil || !res.Allowed {
 		t.Fatalf("victim after its own interval: %+v, %v", res, err)
 	}

@@ -317,6 +317,7 @@ func toKeyState(dst *sluicev1.KeyState, e *store.Entry) *sluicev1.KeyState {
 			dst.LeaseHolder = ids[2*n:]
 		}
 	}
+	dst.Reservations = toPeerReservations(e.Reservations)
 	return dst
 }
 
@@ -386,11 +387,11 @@ func fromKeyState(dst *store.Entry, ks *sluicev1.KeyState) *wire.FieldError {
 			}
 		}
 	}
-	return nil
+	return fromPeerReservations(dst, ks.GetReservations())
 }
 
 // keyStateSize estimates the encoded size of e's KeyState, to split a
 // handoff into messages well below gRPC's default 4 MiB limit.
 func keyStateSize(e *store.Entry) int {
-	return 64 + 20*len(e.Log.Entries) + 48*len(e.Leases.Leases)
+	return 64 + 20*len(e.Log.Entries) + 48*len(e.Leases.Leases) + 96*len(e.Reservations)
 }

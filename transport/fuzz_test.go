@@ -118,6 +118,8 @@ func FuzzKeyStates(f *testing.F) {
 		{Hash: 2, Algorithm: sluicev1.Algorithm_ALGORITHM_FIXED_WINDOW, WindowStart: 1, WindowExpires: 2, WindowPrev: 3, WindowCur: 4},
 		{Hash: 3, Algorithm: sluicev1.Algorithm_ALGORITHM_SLIDING_LOG, PeriodNs: 10, LogAt: []int64{1, 2}, LogCost: []int64{1, 1}},
 		{Hash: 4, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, LeaseId: []uint64{9}, LeaseCost: []int64{1}, LeaseExpires: []int64{5}},
+		{Hash: 10, Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Reservations: []*sluicev1.PeerReservation{
+			{Id: 1, Tag: 2, Estimate: 100, Expires: 1e18}, {Id: 3, Tag: 4, Holder: 5, Estimate: 7, Window: 60, Expires: 9, Settled: true, Actual: 9, Charged: 2}}},
 	}})
 	seedMessage(f, &sluicev1.FetchResponse{States: []*sluicev1.KeyState{
 		{Hash: 5, Algorithm: sluicev1.Algorithm_ALGORITHM_SLIDING_LOG, LogAt: []int64{1}},

@@ -28,6 +28,8 @@ type PeerService interface {
 	CheckForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error
 	AcquireForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error)
 	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error)
+	ReserveForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error)
+	SettleForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, id store.LeaseID) (limiter.Answer, limiter.SettleAnswer, error)
 	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
@@ -131,10 +133,12 @@ const (
 	peerFetch
 	peerHandoff
 	peerRaft
+	peerReserve
+	peerSettle
 	numPeerMethods
 )
 
-var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft"}
+var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft", "Reserve", "Settle"}
 
 // peerServer implements sluicev1.PeerServer over a PeerService.
 type peerServer struct {

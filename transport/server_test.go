@@ -115,6 +115,17 @@ func (f *fakePeer) ReleaseForwarded(_ context.Context, from string, hops int, it
 	return limiter.Answer{Result: res, Err: err}, ok, nil
 }
 
+func (f *fakePeer) ReserveForwarded(_ context.Context, _ string, _ int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {
+	id, res, err := f.st.Reserve(item.Hash, item.Limit, now(), item.Cost, ttl, item.Holder)
+	return limiter.Answer{Result: res, Err: err}, id, nil
+}
+
+func (f *fakePeer) SettleForwarded(_ context.Context, _ string, _ int, item limiter.Forwarded, id store.LeaseID) (limiter.Answer, limiter.SettleAnswer, error) {
+	id.Holder = item.Holder
+	st, err := f.st.Settle(item.Hash, item.Limit, now(), id, item.Cost)
+	return limiter.Answer{Result: st.Result, Err: err}, limiter.SettleAnswer{Already: st.Already, Estimate: st.Estimate, Actual: st.Actual}, nil
+}
+
 func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	f.mu.Lock()
 	f.fetches++

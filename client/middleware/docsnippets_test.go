@@ -104,6 +104,54 @@ func Example_docsCheck() {
 	// 429 Too Many Requests, Retry-After: 1h0m0s
 }
 
+// docLLM is docs/api.md's LLM gateway: tokens per minute and per month
+// on one call, reserved before the model is called and settled with the
+// response's token count.
+func docLLM(ctx context.Context, c *client.Client, tenant string, estimate int64, callModel func(context.Context) (int64, error)) error {
+	// snippet llm
+	r, err := c.Reserve(ctx, 2*time.Minute,
+		client.ReserveItem{Key: tenant, Limit: client.Limit{Limit: 10_000, Period: time.Minute}, Estimate: estimate},
+		client.ReserveItem{Key: tenant, Limit: client.Limit{Limit: 1_000_000, Calendar: client.Month, Timezone: "Europe/Berlin"}, Estimate: estimate},
+	)
+	if err != nil {
+		return err // Sluice could not decide: serve or refuse, your choice
+	}
+	if !r.Allowed { // nothing stays reserved
+		for _, it := range r.Items {
+			if it.RetryAfter > 0 {
+				return fmt.Errorf("429 Too Many Requests, Retry-After: %s", it.RetryAfter.Round(time.Second))
+			}
+		}
+		return fmt.Errorf("429 Too Many Requests")
+	}
+	used, err := callModel(ctx) // the response's usage.total_tokens
+	if err != nil {
+		used = 0 // nothing was generated: refund the estimate
+	}
+	if _, err := c.Settle(ctx, r, used); err != nil {
+		return err // unsettled, each reservation settles at its estimate after 2m
+	}
+	// end llm
+	return nil
+}
+
+func Example_docsLLM() {
+	c, err := client.New(client.Config{Addrs: []string{sluiceAddr()}})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	model := func(context.Context) (int64, error) { return 1_500, nil }
+	fmt.Println(docLLM(ctx, c, "tenant:llm", 4_000, model)) // settles 1,500 of 4,000
+	fmt.Println(docLLM(ctx, c, "tenant:llm", 8_000, model)) // 8,500 left this minute
+	fmt.Println(docLLM(ctx, c, "tenant:llm", 9_000, model)) // 7,000 left: denied
+	// Output:
+	// <nil>
+	// <nil>
+	// 429 Too Many Requests, Retry-After: 12s
+}
+
 // docGrants is docs/cluster.md's client holding grants.
 func docGrants(addrs []string) (*client.Client, error) {
 	// snippet grants
@@ -163,7 +211,7 @@ func snippets(t *testing.T) map[string]string {
 // snippets, shown verbatim after its marker line.
 func TestDocSnippets(t *testing.T) {
 	want := snippets(t)
-	for _, name := range []string{"middleware", "check", "grants", "tracing"} {
+	for _, name := range []string{"middleware", "check", "grants", "tracing", "llm"} {
 		if want[name] == "" {
 			t.Fatalf("docsnippets_test.go has no snippet %q", name)
 		}

@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -29,6 +31,12 @@ type HTTPRule struct {
 	Limit  client.Limit
 	// Cost is the units a request spends; 0 means 1.
 	Cost int64
+	// Estimate, when > 0, makes the rule a reservation for a cost known
+	// only after the handler (an LLM call's tokens): Estimate units are
+	// reserved before the handler (Cost is ignored), the handler reports
+	// the actual cost with ReportCost, and the middleware settles it when
+	// the handler returns (see ReportCost).
+	Estimate int64
 }
 
 // HTTPConfig configures NewHTTP.
@@ -79,9 +87,13 @@ func NewHTTP(cfg HTTPConfig) (func(http.Handler) http.Handler, error) {
 	keys := make([]HTTPKeyFunc, len(cfg.Rules))
 	for i, hr := range cfg.Rules {
 		r, err := newRule(i, hr.Name, hr.Policy, hr.Limit, hr.Cost, hr.Key != nil)
+		if err == nil && hr.Estimate < 0 {
+			err = fmt.Errorf("%w: Rules[%d].Estimate: must not be negative", ErrConfig, i)
+		}
 		if err != nil {
 			return nil, err
 		}
+		r.estimate = hr.Estimate
 		l.rules = append(l.rules, r)
 		keys[i] = hr.Key
 	}
@@ -114,8 +126,18 @@ func NewHTTP(cfg HTTPConfig) (func(http.Handler) http.Handler, error) {
 				http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
 			case !d.allow:
 				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
-			default:
+			case d.resv == nil:
 				next.ServeHTTP(w, r)
+			default:
+				rep := new(costReport)
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), costKey{}, rep)))
+				if err := l.settle(r.Context(), d.resv, rep); err != nil {
+					if onError != nil {
+						onError(r, err)
+					} else {
+						el.report(r.Context(), r.Method+" "+r.URL.Path, &decision{err: err, reason: "settle"})
+					}
+				}
 			}
 		})
 	}, nil

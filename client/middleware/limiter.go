@@ -65,6 +65,8 @@ type rule struct {
 	policy string
 	limit  client.Limit
 	cost   int64
+	// estimate > 0 makes the rule a reservation (HTTPRule.Estimate).
+	estimate int64
 }
 
 // newRule checks a rule's quota; i numbers it in errors.
@@ -131,6 +133,9 @@ type decision struct {
 	rejected bool
 	// reason classifies err for the default OnError's rate limit.
 	reason string
+	// resv is the request's reservation, to settle after the handler;
+	// nil when no reserving rule applied or the request does not go on.
+	resv *client.Reservation
 }
 
 // failed is the decision when Sluice could not decide: err says why. An
@@ -183,6 +188,8 @@ type deniedItem struct{ rule, key string }
 func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision {
 	items := make([]client.Item, 0, len(keys))
 	idx := make([]int, 0, len(keys))
+	var ritems []client.ReserveItem
+	var ridx []int
 	for i, k := range keys {
 		if !ok[i] {
 			continue
@@ -195,17 +202,28 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 		if !utf8.ValidString(key) {
 			return decision{badKey: fmt.Errorf("%w: rule %q: not valid UTF-8", ErrBadKey, r.name)}
 		}
+		if r.estimate > 0 {
+			ritems = append(ritems, client.ReserveItem{Key: key, Policy: r.policy, Limit: r.limit, Estimate: r.estimate})
+			ridx = append(ridx, i)
+			continue
+		}
 		items = append(items, client.Item{Key: key, Policy: r.policy, Limit: r.limit, Cost: r.cost})
 		idx = append(idx, i)
 	}
+	d := decision{allow: true}
+	if len(ritems) > 0 {
+		if d = l.reserve(ctx, ritems, ridx); !d.allow || len(items) == 0 {
+			return d
+		}
+	}
 	if len(items) == 0 {
-		return decision{allow: true}
+		return d
 	}
 	res, err := l.client.Check(ctx, items...)
 	if err != nil {
+		l.cancel(ctx, &d)
 		return l.failed("", err)
 	}
-	d := decision{allow: true}
 	var failed *decision
 	for j := range res {
 		r, rl := &res[j], &l.rules[idx[j]]
@@ -217,18 +235,7 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 		}
 		it := rlheader.Item{Name: rl.name, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
 			ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter}
-		if rl.policy == "" {
-			// The rule's own limit: the quota and burst the headers
-			// advertise (the answer's Limit is the capacity).
-			it.Period = rl.limit.Period
-			it.Limit = rl.limit.Limit
-			if rl.limit.Burst > 0 && rl.limit.Burst != rl.limit.Limit {
-				it.Burst = rl.limit.Burst
-			}
-		}
-		if !d.has || rlheader.MoreRestrictive(&it, &d.header) {
-			d.header, d.has = it, true
-		}
+		d.add(rl, it)
 		if !r.Allowed {
 			d.allow = false
 			d.denied = append(d.denied, deniedItem{rule: rl.name, key: items[j].Key})
@@ -240,5 +247,24 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 			d.allow = false
 		}
 	}
+	if !d.allow {
+		l.cancel(ctx, &d)
+	}
 	return d
+}
+
+// add counts an item of rule rl in the decision's headers.
+func (d *decision) add(rl *rule, it rlheader.Item) {
+	if rl.policy == "" {
+		// The rule's own limit: the quota and burst the headers
+		// advertise (the answer's Limit is the capacity).
+		it.Period = rl.limit.Period
+		it.Limit = rl.limit.Limit
+		if rl.limit.Burst > 0 && rl.limit.Burst != rl.limit.Limit {
+			it.Burst = rl.limit.Burst
+		}
+	}
+	if !d.has || rlheader.MoreRestrictive(&it, &d.header) {
+		d.header, d.has = it, true
+	}
 }

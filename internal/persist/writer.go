@@ -123,6 +123,14 @@ func (w *Writer) Add(entries []store.Entry) {
 		return
 	}
 	for _, e := range entries {
+		if len(e.Reservations) > 0 {
+			// A key's reservations are not kept on disk; an Entry of
+			// them alone (a zero state, which expires at 0) would
+			// overwrite the key's state under the same record key.
+			if e.Reservations = nil; e.ExpiresAt() == 0 {
+				continue
+			}
+		}
 		w.pending.put(e)
 	}
 	if w.isFull() {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/internal/persist"
 	"github.com/sluice-rl/sluice/store"
 )
@@ -175,5 +176,29 @@ func TestNewWriterBadInput(t *testing.T) {
 		if !errors.Is(err, persist.ErrConfig) || !contains(err, tc.want) {
 			t.Errorf("%s: %v, want ErrConfig naming %s", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A key's reservations (an Entry of their own, with a zero state) are not
+// written: they would overwrite the key's state on disk.
+func TestWriterSkipsReservations(t *testing.T) {
+	db, err := persist.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := newWriter(t, db, persist.WriterConfig{})
+	es := entries()
+	resv := store.Entry{Key: es[0].Key, Algorithm: es[0].Algorithm,
+		Reservations: []bucket.Reservation{{ID: 1, Tag: 1, Estimate: 5, Expires: now + int64(time.Minute)}}}
+	withResv := es[0]
+	withResv.Reservations = resv.Reservations // a state carrying its key's reservations: written without them
+	w.Add([]store.Entry{withResv, resv})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, st := load(t, db, now)
+	if st.Loaded != 1 || got[0].Token != es[0].Token {
+		t.Fatalf("loaded %+v (%+v), want key %d's state as written", got, st, es[0].Key)
 	}
 }

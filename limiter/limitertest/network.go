@@ -386,6 +386,24 @@ func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limi
 	return a, ok, refused(to.Name, err)
 }
 
+func (p *peers) Reserve(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error) {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mAcquire)
+	if err != nil {
+		return limiter.Answer{}, store.LeaseID{}, err
+	}
+	a, id, err := l.ReserveForwarded(ctx, p.from, hops, item, ttl)
+	return a, id, refused(to.Name, err)
+}
+
+func (p *peers) Settle(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, id store.LeaseID) (limiter.Answer, limiter.SettleAnswer, error) {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mRelease)
+	if err != nil {
+		return limiter.Answer{}, limiter.SettleAnswer{}, err
+	}
+	a, sa, err := l.SettleForwarded(ctx, p.from, hops, item, id)
+	return a, sa, refused(to.Name, err)
+}
+
 func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
 	if len(hashes) == 0 {
 		return nil, nil, nil

@@ -967,7 +967,12 @@ type KeyState struct {
 	LeaseTag []uint64 `protobuf:"fixed64,14,rep,packed,name=lease_tag,json=leaseTag,proto3" json:"lease_tag,omitempty"`
 	// The holder each lease is bound to (PeerAcquireRequest.holder; 0 for
 	// none), one per lease_id, or none at all when no lease has a holder.
-	LeaseHolder   []uint64 `protobuf:"fixed64,15,rep,packed,name=lease_holder,json=leaseHolder,proto3" json:"lease_holder,omitempty"`
+	LeaseHolder []uint64 `protobuf:"fixed64,15,rep,packed,name=lease_holder,json=leaseHolder,proto3" json:"lease_holder,omitempty"`
+	// The key's reservations (reserve and settle), carried with its state
+	// (or alone, with a zero state). A node that predates them skips the
+	// field: it keeps the state, and a Settle of those reservations there
+	// is NOT_FOUND, leaving each estimate charged.
+	Reservations  []*PeerReservation `protobuf:"bytes,16,rep,name=reservations,proto3" json:"reservations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1103,6 +1108,13 @@ func (x *KeyState) GetLeaseTag() []uint64 {
 func (x *KeyState) GetLeaseHolder() []uint64 {
 	if x != nil {
 		return x.LeaseHolder
+	}
+	return nil
+}
+
+func (x *KeyState) GetReservations() []*PeerReservation {
+	if x != nil {
+		return x.Reservations
 	}
 	return nil
 }
@@ -1496,6 +1508,478 @@ func (x *RaftResponse) GetDrain() bool {
 	return false
 }
 
+// PeerReservation is one reservation of a key (bucket.Reservation).
+type PeerReservation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The 128-bit identifier, and the holder it is bound to (0 for none).
+	Id     uint64 `protobuf:"fixed64,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tag    uint64 `protobuf:"fixed64,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	Holder uint64 `protobuf:"fixed64,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The cost taken when it was made, > 0.
+	Estimate int64 `protobuf:"varint,4,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	// The start of the window it was taken in (unix ns; 0 for a token bucket).
+	Window int64 `protobuf:"varint,5,opt,name=window,proto3" json:"window,omitempty"`
+	// When it ends (unix ns): settled at its estimate if unsettled, forgotten.
+	Expires int64 `protobuf:"varint,6,opt,name=expires,proto3" json:"expires,omitempty"`
+	// Settled, with the actual cost and the first settle's outcome.
+	Settled       bool  `protobuf:"varint,7,opt,name=settled,proto3" json:"settled,omitempty"`
+	Actual        int64 `protobuf:"varint,8,opt,name=actual,proto3" json:"actual,omitempty"`
+	Refunded      int64 `protobuf:"varint,9,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	Charged       int64 `protobuf:"varint,10,opt,name=charged,proto3" json:"charged,omitempty"`
+	Forgiven      int64 `protobuf:"varint,11,opt,name=forgiven,proto3" json:"forgiven,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerReservation) Reset() {
+	*x = PeerReservation{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerReservation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerReservation) ProtoMessage() {}
+
+func (x *PeerReservation) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerReservation.ProtoReflect.Descriptor instead.
+func (*PeerReservation) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PeerReservation) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetTag() uint64 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetHolder() uint64 {
+	if x != nil {
+		return x.Holder
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetEstimate() int64 {
+	if x != nil {
+		return x.Estimate
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetWindow() int64 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetExpires() int64 {
+	if x != nil {
+		return x.Expires
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetSettled() bool {
+	if x != nil {
+		return x.Settled
+	}
+	return false
+}
+
+func (x *PeerReservation) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetRefunded() int64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetCharged() int64 {
+	if x != nil {
+		return x.Charged
+	}
+	return 0
+}
+
+func (x *PeerReservation) GetForgiven() int64 {
+	if x != nil {
+		return x.Forgiven
+	}
+	return 0
+}
+
+type PeerReserveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hops  uint32                 `protobuf:"varint,2,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The item; its cost is the estimate.
+	Item  *PeerItem `protobuf:"bytes,3,opt,name=item,proto3" json:"item,omitempty"`
+	TtlNs int64     `protobuf:"varint,4,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	// The holder the reservation is bound to (0 for none).
+	Holder        uint64 `protobuf:"fixed64,5,opt,name=holder,proto3" json:"holder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerReserveRequest) Reset() {
+	*x = PeerReserveRequest{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerReserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerReserveRequest) ProtoMessage() {}
+
+func (x *PeerReserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerReserveRequest.ProtoReflect.Descriptor instead.
+func (*PeerReserveRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PeerReserveRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *PeerReserveRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
+}
+
+func (x *PeerReserveRequest) GetItem() *PeerItem {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *PeerReserveRequest) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *PeerReserveRequest) GetHolder() uint64 {
+	if x != nil {
+		return x.Holder
+	}
+	return 0
+}
+
+type PeerReserveResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Owner  string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Result *PeerResult            `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// The reservation's identifier; zero when denied.
+	Id            uint64 `protobuf:"fixed64,3,opt,name=id,proto3" json:"id,omitempty"`
+	Tag           uint64 `protobuf:"fixed64,4,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerReserveResponse) Reset() {
+	*x = PeerReserveResponse{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerReserveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerReserveResponse) ProtoMessage() {}
+
+func (x *PeerReserveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerReserveResponse.ProtoReflect.Descriptor instead.
+func (*PeerReserveResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PeerReserveResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PeerReserveResponse) GetResult() *PeerResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *PeerReserveResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PeerReserveResponse) GetTag() uint64 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
+}
+
+type PeerSettleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hops  uint32                 `protobuf:"varint,2,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The item; its cost is the actual cost.
+	Item          *PeerItem `protobuf:"bytes,3,opt,name=item,proto3" json:"item,omitempty"`
+	Id            uint64    `protobuf:"fixed64,4,opt,name=id,proto3" json:"id,omitempty"`
+	Tag           uint64    `protobuf:"fixed64,5,opt,name=tag,proto3" json:"tag,omitempty"`
+	Holder        uint64    `protobuf:"fixed64,6,opt,name=holder,proto3" json:"holder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerSettleRequest) Reset() {
+	*x = PeerSettleRequest{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerSettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerSettleRequest) ProtoMessage() {}
+
+func (x *PeerSettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerSettleRequest.ProtoReflect.Descriptor instead.
+func (*PeerSettleRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PeerSettleRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *PeerSettleRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
+}
+
+func (x *PeerSettleRequest) GetItem() *PeerItem {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *PeerSettleRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PeerSettleRequest) GetTag() uint64 {
+	if x != nil {
+		return x.Tag
+	}
+	return 0
+}
+
+func (x *PeerSettleRequest) GetHolder() uint64 {
+	if x != nil {
+		return x.Holder
+	}
+	return 0
+}
+
+type PeerSettleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// A read of the key's state after the settle.
+	Result *PeerResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// The owner holds no such live reservation.
+	Unknown       bool  `protobuf:"varint,3,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	Already       bool  `protobuf:"varint,4,opt,name=already,proto3" json:"already,omitempty"`
+	Estimate      int64 `protobuf:"varint,5,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	Actual        int64 `protobuf:"varint,6,opt,name=actual,proto3" json:"actual,omitempty"`
+	Refunded      int64 `protobuf:"varint,7,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	Charged       int64 `protobuf:"varint,8,opt,name=charged,proto3" json:"charged,omitempty"`
+	Forgiven      int64 `protobuf:"varint,9,opt,name=forgiven,proto3" json:"forgiven,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerSettleResponse) Reset() {
+	*x = PeerSettleResponse{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerSettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerSettleResponse) ProtoMessage() {}
+
+func (x *PeerSettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerSettleResponse.ProtoReflect.Descriptor instead.
+func (*PeerSettleResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PeerSettleResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PeerSettleResponse) GetResult() *PeerResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *PeerSettleResponse) GetUnknown() bool {
+	if x != nil {
+		return x.Unknown
+	}
+	return false
+}
+
+func (x *PeerSettleResponse) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
+func (x *PeerSettleResponse) GetEstimate() int64 {
+	if x != nil {
+		return x.Estimate
+	}
+	return 0
+}
+
+func (x *PeerSettleResponse) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+func (x *PeerSettleResponse) GetRefunded() int64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
+func (x *PeerSettleResponse) GetCharged() int64 {
+	if x != nil {
+		return x.Charged
+	}
+	return 0
+}
+
+func (x *PeerSettleResponse) GetForgiven() int64 {
+	if x != nil {
+		return x.Forgiven
+	}
+	return 0
+}
+
 var File_sluice_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_peer_proto_rawDesc = "" +
@@ -1574,7 +2058,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x13PeerReleaseResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x1a\n" +
-	"\breleased\x18\x03 \x01(\bR\breleased\"\xdc\x03\n" +
+	"\breleased\x18\x03 \x01(\bR\breleased\"\x9c\x04\n" +
 	"\bKeyState\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x122\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x10\n" +
@@ -1594,7 +2078,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\rlease_expires\x18\f \x03(\x03R\fleaseExpires\x12\x1b\n" +
 	"\tperiod_ns\x18\r \x01(\x03R\bperiodNs\x12\x1b\n" +
 	"\tlease_tag\x18\x0e \x03(\x06R\bleaseTag\x12!\n" +
-	"\flease_holder\x18\x0f \x03(\x06R\vleaseHolder\":\n" +
+	"\flease_holder\x18\x0f \x03(\x06R\vleaseHolder\x12>\n" +
+	"\freservations\x18\x10 \x03(\v2\x1a.sluice.v1.PeerReservationR\freservations\":\n" +
 	"\fFetchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x16\n" +
 	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\"j\n" +
@@ -1616,7 +2101,48 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x1a\n" +
 	"\bmessages\x18\x02 \x03(\fR\bmessages\"$\n" +
 	"\fRaftResponse\x12\x14\n" +
-	"\x05drain\x18\x01 \x01(\bR\x05drain2\xf3\x03\n" +
+	"\x05drain\x18\x01 \x01(\bR\x05drain\"\x9d\x02\n" +
+	"\x0fPeerReservation\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\x06R\x03tag\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\x06R\x06holder\x12\x1a\n" +
+	"\bestimate\x18\x04 \x01(\x03R\bestimate\x12\x16\n" +
+	"\x06window\x18\x05 \x01(\x03R\x06window\x12\x18\n" +
+	"\aexpires\x18\x06 \x01(\x03R\aexpires\x12\x18\n" +
+	"\asettled\x18\a \x01(\bR\asettled\x12\x16\n" +
+	"\x06actual\x18\b \x01(\x03R\x06actual\x12\x1a\n" +
+	"\brefunded\x18\t \x01(\x03R\brefunded\x12\x18\n" +
+	"\acharged\x18\n" +
+	" \x01(\x03R\acharged\x12\x1a\n" +
+	"\bforgiven\x18\v \x01(\x03R\bforgiven\"\x94\x01\n" +
+	"\x12PeerReserveRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
+	"\x04hops\x18\x02 \x01(\rR\x04hops\x12'\n" +
+	"\x04item\x18\x03 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x15\n" +
+	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12\x16\n" +
+	"\x06holder\x18\x05 \x01(\x06R\x06holder\"|\n" +
+	"\x13PeerReserveResponse\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
+	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x06R\x02id\x12\x10\n" +
+	"\x03tag\x18\x04 \x01(\x06R\x03tag\"\x9e\x01\n" +
+	"\x11PeerSettleRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
+	"\x04hops\x18\x02 \x01(\rR\x04hops\x12'\n" +
+	"\x04item\x18\x03 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x0e\n" +
+	"\x02id\x18\x04 \x01(\x06R\x02id\x12\x10\n" +
+	"\x03tag\x18\x05 \x01(\x06R\x03tag\x12\x16\n" +
+	"\x06holder\x18\x06 \x01(\x06R\x06holder\"\x93\x02\n" +
+	"\x12PeerSettleResponse\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
+	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x18\n" +
+	"\aunknown\x18\x03 \x01(\bR\aunknown\x12\x18\n" +
+	"\aalready\x18\x04 \x01(\bR\aalready\x12\x1a\n" +
+	"\bestimate\x18\x05 \x01(\x03R\bestimate\x12\x16\n" +
+	"\x06actual\x18\x06 \x01(\x03R\x06actual\x12\x1a\n" +
+	"\brefunded\x18\a \x01(\x03R\brefunded\x12\x18\n" +
+	"\acharged\x18\b \x01(\x03R\acharged\x12\x1a\n" +
+	"\bforgiven\x18\t \x01(\x03R\bforgiven2\x84\x05\n" +
 	"\x04Peer\x12B\n" +
 	"\x05Check\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponse\x12X\n" +
 	"\vCheckStream\x12!.sluice.v1.PeerCheckStreamRequest\x1a\".sluice.v1.PeerCheckStreamResponse(\x010\x01\x12H\n" +
@@ -1624,7 +2150,9 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\aRelease\x12\x1d.sluice.v1.PeerReleaseRequest\x1a\x1e.sluice.v1.PeerReleaseResponse\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12@\n" +
 	"\aHandoff\x12\x19.sluice.v1.HandoffRequest\x1a\x1a.sluice.v1.HandoffResponse\x12;\n" +
-	"\x04Raft\x12\x16.sluice.v1.RaftRequest\x1a\x17.sluice.v1.RaftResponse(\x010\x01B6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\x04Raft\x12\x16.sluice.v1.RaftRequest\x1a\x17.sluice.v1.RaftResponse(\x010\x01\x12H\n" +
+	"\aReserve\x12\x1d.sluice.v1.PeerReserveRequest\x1a\x1e.sluice.v1.PeerReserveResponse\x12E\n" +
+	"\x06Settle\x12\x1c.sluice.v1.PeerSettleRequest\x1a\x1d.sluice.v1.PeerSettleResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_peer_proto_rawDescOnce sync.Once
@@ -1638,7 +2166,7 @@ func file_sluice_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_peer_proto_rawDescData
 }
 
-var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_sluice_v1_peer_proto_goTypes = []any{
 	(*PeerLimit)(nil),               // 0: sluice.v1.PeerLimit
 	(*PeerItem)(nil),                // 1: sluice.v1.PeerItem
@@ -1659,12 +2187,17 @@ var file_sluice_v1_peer_proto_goTypes = []any{
 	(*HandoffResponse)(nil),         // 16: sluice.v1.HandoffResponse
 	(*RaftRequest)(nil),             // 17: sluice.v1.RaftRequest
 	(*RaftResponse)(nil),            // 18: sluice.v1.RaftResponse
-	(Algorithm)(0),                  // 19: sluice.v1.Algorithm
-	(Calendar)(0),                   // 20: sluice.v1.Calendar
+	(*PeerReservation)(nil),         // 19: sluice.v1.PeerReservation
+	(*PeerReserveRequest)(nil),      // 20: sluice.v1.PeerReserveRequest
+	(*PeerReserveResponse)(nil),     // 21: sluice.v1.PeerReserveResponse
+	(*PeerSettleRequest)(nil),       // 22: sluice.v1.PeerSettleRequest
+	(*PeerSettleResponse)(nil),      // 23: sluice.v1.PeerSettleResponse
+	(Algorithm)(0),                  // 24: sluice.v1.Algorithm
+	(Calendar)(0),                   // 25: sluice.v1.Calendar
 }
 var file_sluice_v1_peer_proto_depIdxs = []int32{
-	19, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
-	20, // 1: sluice.v1.PeerLimit.calendar:type_name -> sluice.v1.Calendar
+	24, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
+	25, // 1: sluice.v1.PeerLimit.calendar:type_name -> sluice.v1.Calendar
 	0,  // 2: sluice.v1.PeerItem.limit:type_name -> sluice.v1.PeerLimit
 	1,  // 3: sluice.v1.PeerCheckRequest.items:type_name -> sluice.v1.PeerItem
 	2,  // 4: sluice.v1.PeerCheckResponse.results:type_name -> sluice.v1.PeerResult
@@ -1674,29 +2207,38 @@ var file_sluice_v1_peer_proto_depIdxs = []int32{
 	2,  // 8: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
 	1,  // 9: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
 	2,  // 10: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
-	19, // 11: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
-	11, // 12: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
-	14, // 13: sluice.v1.FetchResponse.owners:type_name -> sluice.v1.OwnerHint
-	11, // 14: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
-	3,  // 15: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
-	5,  // 16: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
-	7,  // 17: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
-	9,  // 18: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
-	12, // 19: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
-	15, // 20: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
-	17, // 21: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
-	4,  // 22: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
-	6,  // 23: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
-	8,  // 24: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
-	10, // 25: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
-	13, // 26: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
-	16, // 27: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
-	18, // 28: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	24, // 11: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
+	19, // 12: sluice.v1.KeyState.reservations:type_name -> sluice.v1.PeerReservation
+	11, // 13: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
+	14, // 14: sluice.v1.FetchResponse.owners:type_name -> sluice.v1.OwnerHint
+	11, // 15: sluice.v1.HandoffRequest.states:type_name -> sluice.v1.KeyState
+	1,  // 16: sluice.v1.PeerReserveRequest.item:type_name -> sluice.v1.PeerItem
+	2,  // 17: sluice.v1.PeerReserveResponse.result:type_name -> sluice.v1.PeerResult
+	1,  // 18: sluice.v1.PeerSettleRequest.item:type_name -> sluice.v1.PeerItem
+	2,  // 19: sluice.v1.PeerSettleResponse.result:type_name -> sluice.v1.PeerResult
+	3,  // 20: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
+	5,  // 21: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
+	7,  // 22: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
+	9,  // 23: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
+	12, // 24: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
+	15, // 25: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
+	17, // 26: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
+	20, // 27: sluice.v1.Peer.Reserve:input_type -> sluice.v1.PeerReserveRequest
+	22, // 28: sluice.v1.Peer.Settle:input_type -> sluice.v1.PeerSettleRequest
+	4,  // 29: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
+	6,  // 30: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
+	8,  // 31: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
+	10, // 32: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
+	13, // 33: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
+	16, // 34: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
+	18, // 35: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
+	21, // 36: sluice.v1.Peer.Reserve:output_type -> sluice.v1.PeerReserveResponse
+	23, // 37: sluice.v1.Peer.Settle:output_type -> sluice.v1.PeerSettleResponse
+	29, // [29:38] is the sub-list for method output_type
+	20, // [20:29] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_peer_proto_init() }
@@ -1711,7 +2253,7 @@ func file_sluice_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_peer_proto_rawDesc), len(file_sluice_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

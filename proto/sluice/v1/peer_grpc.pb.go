@@ -29,6 +29,8 @@ const (
 	Peer_Fetch_FullMethodName       = "/sluice.v1.Peer/Fetch"
 	Peer_Handoff_FullMethodName     = "/sluice.v1.Peer/Handoff"
 	Peer_Raft_FullMethodName        = "/sluice.v1.Peer/Raft"
+	Peer_Reserve_FullMethodName     = "/sluice.v1.Peer/Reserve"
+	Peer_Settle_FullMethodName      = "/sluice.v1.Peer/Settle"
 )
 
 // PeerClient is the client API for Peer service.
@@ -66,6 +68,12 @@ type PeerClient interface {
 	// shutdown the node sends drain, steps what it received, and ends the
 	// stream when the caller has closed its side.
 	Raft(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftRequest, RaftResponse], error)
+	// Reserve takes an estimated cost on the owner and records a
+	// reservation of it (sluice.v1.RateLimiter.Reserve). A node that
+	// predates it answers UNIMPLEMENTED, and the caller's Reserve fails.
+	Reserve(ctx context.Context, in *PeerReserveRequest, opts ...grpc.CallOption) (*PeerReserveResponse, error)
+	// Settle settles a reservation on the owner with the actual cost.
+	Settle(ctx context.Context, in *PeerSettleRequest, opts ...grpc.CallOption) (*PeerSettleResponse, error)
 }
 
 type peerClient struct {
@@ -152,6 +160,26 @@ func (c *peerClient) Raft(ctx context.Context, opts ...grpc.CallOption) (grpc.Bi
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_RaftClient = grpc.BidiStreamingClient[RaftRequest, RaftResponse]
 
+func (c *peerClient) Reserve(ctx context.Context, in *PeerReserveRequest, opts ...grpc.CallOption) (*PeerReserveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerReserveResponse)
+	err := c.cc.Invoke(ctx, Peer_Reserve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) Settle(ctx context.Context, in *PeerSettleRequest, opts ...grpc.CallOption) (*PeerSettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerSettleResponse)
+	err := c.cc.Invoke(ctx, Peer_Settle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -187,6 +215,12 @@ type PeerServer interface {
 	// shutdown the node sends drain, steps what it received, and ends the
 	// stream when the caller has closed its side.
 	Raft(grpc.BidiStreamingServer[RaftRequest, RaftResponse]) error
+	// Reserve takes an estimated cost on the owner and records a
+	// reservation of it (sluice.v1.RateLimiter.Reserve). A node that
+	// predates it answers UNIMPLEMENTED, and the caller's Reserve fails.
+	Reserve(context.Context, *PeerReserveRequest) (*PeerReserveResponse, error)
+	// Settle settles a reservation on the owner with the actual cost.
+	Settle(context.Context, *PeerSettleRequest) (*PeerSettleResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -217,6 +251,12 @@ func (UnimplementedPeerServer) Handoff(context.Context, *HandoffRequest) (*Hando
 }
 func (UnimplementedPeerServer) Raft(grpc.BidiStreamingServer[RaftRequest, RaftResponse]) error {
 	return status.Error(codes.Unimplemented, "method Raft not implemented")
+}
+func (UnimplementedPeerServer) Reserve(context.Context, *PeerReserveRequest) (*PeerReserveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reserve not implemented")
+}
+func (UnimplementedPeerServer) Settle(context.Context, *PeerSettleRequest) (*PeerSettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -343,6 +383,42 @@ func _Peer_Raft_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_RaftServer = grpc.BidiStreamingServer[RaftRequest, RaftResponse]
 
+func _Peer_Reserve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerReserveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Reserve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Reserve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Reserve(ctx, req.(*PeerReserveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerSettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Settle(ctx, req.(*PeerSettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -369,6 +445,14 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Handoff",
 			Handler:    _Peer_Handoff_Handler,
+		},
+		{
+			MethodName: "Reserve",
+			Handler:    _Peer_Reserve_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _Peer_Settle_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

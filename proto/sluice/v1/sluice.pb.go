@@ -1797,6 +1797,660 @@ func (x *MembersResponse) GetPolicies() map[string]Algorithm {
 	return nil
 }
 
+// ReserveItem is one estimate to reserve.
+type ReserveItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to Spec:
+	//
+	//	*ReserveItem_Limit
+	//	*ReserveItem_Policy
+	Spec isReserveItem_Spec `protobuf_oneof:"spec"`
+	// The estimated cost: 1 to the limit's capacity.
+	Estimate      int64 `protobuf:"varint,4,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveItem) Reset() {
+	*x = ReserveItem{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveItem) ProtoMessage() {}
+
+func (x *ReserveItem) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveItem.ProtoReflect.Descriptor instead.
+func (*ReserveItem) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReserveItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ReserveItem) GetSpec() isReserveItem_Spec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ReserveItem) GetLimit() *Limit {
+	if x != nil {
+		if x, ok := x.Spec.(*ReserveItem_Limit); ok {
+			return x.Limit
+		}
+	}
+	return nil
+}
+
+func (x *ReserveItem) GetPolicy() string {
+	if x != nil {
+		if x, ok := x.Spec.(*ReserveItem_Policy); ok {
+			return x.Policy
+		}
+	}
+	return ""
+}
+
+func (x *ReserveItem) GetEstimate() int64 {
+	if x != nil {
+		return x.Estimate
+	}
+	return 0
+}
+
+type isReserveItem_Spec interface {
+	isReserveItem_Spec()
+}
+
+type ReserveItem_Limit struct {
+	Limit *Limit `protobuf:"bytes,2,opt,name=limit,proto3,oneof"`
+}
+
+type ReserveItem_Policy struct {
+	Policy string `protobuf:"bytes,3,opt,name=policy,proto3,oneof"`
+}
+
+func (*ReserveItem_Limit) isReserveItem_Spec() {}
+
+func (*ReserveItem_Policy) isReserveItem_Spec() {}
+
+type ReserveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1000 items, e.g. tokens per minute and tokens per month.
+	Items []*ReserveItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// How long each reservation waits for Settle before it settles at its
+	// estimate; absent or 0 means 1 minute, at most the node's
+	// --max-lease-ttl (1 hour by default) or a policy's max_ttl.
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveRequest) Reset() {
+	*x = ReserveRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveRequest) ProtoMessage() {}
+
+func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
+func (*ReserveRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReserveRequest) GetItems() []*ReserveItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ReserveRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type ReserveResult struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// Names the reservation for Settle (with the item's key and limit); 32
+	// hex digits, bound to the client identity as lease IDs are. Empty when
+	// not allowed or cancelled.
+	ReservationId string               `protobuf:"bytes,2,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	Limit         int64                `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Remaining     int64                `protobuf:"varint,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	ResetAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// When denied, time until the estimate could be allowed.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// The reservation's TTL.
+	ExpiresAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=expires_after,json=expiresAfter,proto3" json:"expires_after,omitempty"`
+	Source       Source               `protobuf:"varint,8,opt,name=source,proto3,enum=sluice.v1.Source" json:"source,omitempty"`
+	Owner        string               `protobuf:"bytes,9,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Set when the item could not be evaluated (owner unreachable, store
+	// full); allowed is then false.
+	Error         *ItemError `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveResult) Reset() {
+	*x = ReserveResult{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveResult) ProtoMessage() {}
+
+func (x *ReserveResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveResult.ProtoReflect.Descriptor instead.
+func (*ReserveResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReserveResult) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *ReserveResult) GetReservationId() string {
+	if x != nil {
+		return x.ReservationId
+	}
+	return ""
+}
+
+func (x *ReserveResult) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ReserveResult) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *ReserveResult) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *ReserveResult) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *ReserveResult) GetExpiresAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ExpiresAfter
+	}
+	return nil
+}
+
+func (x *ReserveResult) GetSource() Source {
+	if x != nil {
+		return x.Source
+	}
+	return Source_SOURCE_UNSPECIFIED
+}
+
+func (x *ReserveResult) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ReserveResult) GetError() *ItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ReserveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when every item was reserved.
+	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// One result per item, in request order.
+	Results       []*ReserveResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveResponse) Reset() {
+	*x = ReserveResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveResponse) ProtoMessage() {}
+
+func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
+func (*ReserveResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReserveResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *ReserveResponse) GetResults() []*ReserveResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// SettleItem settles one reservation.
+type SettleItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key and limit the reservation was made with.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to Spec:
+	//
+	//	*SettleItem_Limit
+	//	*SettleItem_Policy
+	Spec          isSettleItem_Spec `protobuf_oneof:"spec"`
+	ReservationId string            `protobuf:"bytes,4,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	// The actual cost, >= 0.
+	Actual        int64 `protobuf:"varint,5,opt,name=actual,proto3" json:"actual,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleItem) Reset() {
+	*x = SettleItem{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleItem) ProtoMessage() {}
+
+func (x *SettleItem) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleItem.ProtoReflect.Descriptor instead.
+func (*SettleItem) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SettleItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SettleItem) GetSpec() isSettleItem_Spec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *SettleItem) GetLimit() *Limit {
+	if x != nil {
+		if x, ok := x.Spec.(*SettleItem_Limit); ok {
+			return x.Limit
+		}
+	}
+	return nil
+}
+
+func (x *SettleItem) GetPolicy() string {
+	if x != nil {
+		if x, ok := x.Spec.(*SettleItem_Policy); ok {
+			return x.Policy
+		}
+	}
+	return ""
+}
+
+func (x *SettleItem) GetReservationId() string {
+	if x != nil {
+		return x.ReservationId
+	}
+	return ""
+}
+
+func (x *SettleItem) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+type isSettleItem_Spec interface {
+	isSettleItem_Spec()
+}
+
+type SettleItem_Limit struct {
+	Limit *Limit `protobuf:"bytes,2,opt,name=limit,proto3,oneof"`
+}
+
+type SettleItem_Policy struct {
+	Policy string `protobuf:"bytes,3,opt,name=policy,proto3,oneof"`
+}
+
+func (*SettleItem_Limit) isSettleItem_Spec() {}
+
+func (*SettleItem_Policy) isSettleItem_Spec() {}
+
+type SettleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1000 items.
+	Items         []*SettleItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SettleRequest) GetItems() []*SettleItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type SettleResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reservation had been settled before: nothing changed, and the
+	// figures are the first settle's.
+	AlreadySettled bool  `protobuf:"varint,1,opt,name=already_settled,json=alreadySettled,proto3" json:"already_settled,omitempty"`
+	Estimate       int64 `protobuf:"varint,2,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	Actual         int64 `protobuf:"varint,3,opt,name=actual,proto3" json:"actual,omitempty"`
+	// Units given back (less than estimate - actual when the bucket refilled
+	// meanwhile, 0 when the reservation's window has ended).
+	Refunded int64 `protobuf:"varint,4,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	// Units of actual - estimate taken, and the rest, forgiven beyond the
+	// debt bound.
+	Charged  int64 `protobuf:"varint,5,opt,name=charged,proto3" json:"charged,omitempty"`
+	Forgiven int64 `protobuf:"varint,6,opt,name=forgiven,proto3" json:"forgiven,omitempty"`
+	// The key's state after the settle.
+	Limit         int64                `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	Remaining     int64                `protobuf:"varint,8,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	ResetAfter    *durationpb.Duration `protobuf:"bytes,9,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	Owner         string               `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResult) Reset() {
+	*x = SettleResult{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResult) ProtoMessage() {}
+
+func (x *SettleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
+func (*SettleResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SettleResult) GetAlreadySettled() bool {
+	if x != nil {
+		return x.AlreadySettled
+	}
+	return false
+}
+
+func (x *SettleResult) GetEstimate() int64 {
+	if x != nil {
+		return x.Estimate
+	}
+	return 0
+}
+
+func (x *SettleResult) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+func (x *SettleResult) GetRefunded() int64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
+func (x *SettleResult) GetCharged() int64 {
+	if x != nil {
+		return x.Charged
+	}
+	return 0
+}
+
+func (x *SettleResult) GetForgiven() int64 {
+	if x != nil {
+		return x.Forgiven
+	}
+	return 0
+}
+
+func (x *SettleResult) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SettleResult) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *SettleResult) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *SettleResult) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+type SettleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*SettleResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SettleResponse) GetResults() []*SettleResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
@@ -1922,7 +2576,58 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\bpolicies\x18\x04 \x03(\v2(.sluice.v1.MembersResponse.PoliciesEntryR\bpolicies\x1aQ\n" +
 	"\rPoliciesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05value\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\x05value:\x028\x01*\xd3\x01\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\x05value:\x028\x01\"\x87\x01\n" +
+	"\vReserveItem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
+	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
+	"\x06policy\x18\x03 \x01(\tH\x00R\x06policy\x12\x1a\n" +
+	"\bestimate\x18\x04 \x01(\x03R\bestimateB\x06\n" +
+	"\x04spec\"k\n" +
+	"\x0eReserveRequest\x12,\n" +
+	"\x05items\x18\x01 \x03(\v2\x16.sluice.v1.ReserveItemR\x05items\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xa9\x03\n" +
+	"\rReserveResult\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12%\n" +
+	"\x0ereservation_id\x18\x02 \x01(\tR\rreservationId\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12\x1c\n" +
+	"\tremaining\x18\x04 \x01(\x03R\tremaining\x12:\n" +
+	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x12:\n" +
+	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12>\n" +
+	"\rexpires_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\fexpiresAfter\x12)\n" +
+	"\x06source\x18\b \x01(\x0e2\x11.sluice.v1.SourceR\x06source\x12\x14\n" +
+	"\x05owner\x18\t \x01(\tR\x05owner\x12*\n" +
+	"\x05error\x18\n" +
+	" \x01(\v2\x14.sluice.v1.ItemErrorR\x05error\"_\n" +
+	"\x0fReserveResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x122\n" +
+	"\aresults\x18\x02 \x03(\v2\x18.sluice.v1.ReserveResultR\aresults\"\xa9\x01\n" +
+	"\n" +
+	"SettleItem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
+	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
+	"\x06policy\x18\x03 \x01(\tH\x00R\x06policy\x12%\n" +
+	"\x0ereservation_id\x18\x04 \x01(\tR\rreservationId\x12\x16\n" +
+	"\x06actual\x18\x05 \x01(\x03R\x06actualB\x06\n" +
+	"\x04spec\"<\n" +
+	"\rSettleRequest\x12+\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.sluice.v1.SettleItemR\x05items\"\xc3\x02\n" +
+	"\fSettleResult\x12'\n" +
+	"\x0falready_settled\x18\x01 \x01(\bR\x0ealreadySettled\x12\x1a\n" +
+	"\bestimate\x18\x02 \x01(\x03R\bestimate\x12\x16\n" +
+	"\x06actual\x18\x03 \x01(\x03R\x06actual\x12\x1a\n" +
+	"\brefunded\x18\x04 \x01(\x03R\brefunded\x12\x18\n" +
+	"\acharged\x18\x05 \x01(\x03R\acharged\x12\x1a\n" +
+	"\bforgiven\x18\x06 \x01(\x03R\bforgiven\x12\x14\n" +
+	"\x05limit\x18\a \x01(\x03R\x05limit\x12\x1c\n" +
+	"\tremaining\x18\b \x01(\x03R\tremaining\x12:\n" +
+	"\vreset_after\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x12\x14\n" +
+	"\x05owner\x18\n" +
+	" \x01(\tR\x05owner\"C\n" +
+	"\x0eSettleResponse\x121\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.sluice.v1.SettleResultR\aresults*\xd3\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1c\n" +
@@ -1946,13 +2651,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSOURCE_OWNER\x10\x01\x12\x10\n" +
 	"\fSOURCE_GRANT\x10\x02\x12\x13\n" +
-	"\x0fSOURCE_FALLBACK\x10\x032\xdb\x02\n" +
+	"\x0fSOURCE_FALLBACK\x10\x032\xdc\x03\n" +
 	"\vRateLimiter\x12:\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x18.sluice.v1.CheckResponse\x12@\n" +
 	"\aAcquire\x12\x19.sluice.v1.AcquireRequest\x1a\x1a.sluice.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse\x12:\n" +
 	"\x05Grant\x12\x17.sluice.v1.GrantRequest\x1a\x18.sluice.v1.GrantResponse\x12P\n" +
-	"\vCheckStream\x12\x1d.sluice.v1.CheckStreamRequest\x1a\x1e.sluice.v1.CheckStreamResponse(\x010\x012N\n" +
+	"\vCheckStream\x12\x1d.sluice.v1.CheckStreamRequest\x1a\x1e.sluice.v1.CheckStreamResponse(\x010\x01\x12@\n" +
+	"\aReserve\x12\x19.sluice.v1.ReserveRequest\x1a\x1a.sluice.v1.ReserveResponse\x12=\n" +
+	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse2N\n" +
 	"\n" +
 	"Membership\x12@\n" +
 	"\aMembers\x12\x19.sluice.v1.MembersRequest\x1a\x1a.sluice.v1.MembersResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
@@ -1970,7 +2677,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Algorithm)(0),              // 0: sluice.v1.Algorithm
 	(Calendar)(0),               // 1: sluice.v1.Calendar
@@ -1994,54 +2701,79 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*Member)(nil),              // 19: sluice.v1.Member
 	(*RingConfig)(nil),          // 20: sluice.v1.RingConfig
 	(*MembersResponse)(nil),     // 21: sluice.v1.MembersResponse
-	nil,                         // 22: sluice.v1.MembersResponse.PoliciesEntry
-	(*durationpb.Duration)(nil), // 23: google.protobuf.Duration
+	(*ReserveItem)(nil),         // 22: sluice.v1.ReserveItem
+	(*ReserveRequest)(nil),      // 23: sluice.v1.ReserveRequest
+	(*ReserveResult)(nil),       // 24: sluice.v1.ReserveResult
+	(*ReserveResponse)(nil),     // 25: sluice.v1.ReserveResponse
+	(*SettleItem)(nil),          // 26: sluice.v1.SettleItem
+	(*SettleRequest)(nil),       // 27: sluice.v1.SettleRequest
+	(*SettleResult)(nil),        // 28: sluice.v1.SettleResult
+	(*SettleResponse)(nil),      // 29: sluice.v1.SettleResponse
+	nil,                         // 30: sluice.v1.MembersResponse.PoliciesEntry
+	(*durationpb.Duration)(nil), // 31: google.protobuf.Duration
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.Limit.algorithm:type_name -> sluice.v1.Algorithm
-	23, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
+	31, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
 	2,  // 2: sluice.v1.Limit.failure_mode:type_name -> sluice.v1.FailureMode
 	1,  // 3: sluice.v1.Limit.calendar:type_name -> sluice.v1.Calendar
 	4,  // 4: sluice.v1.CheckItem.limit:type_name -> sluice.v1.Limit
 	5,  // 5: sluice.v1.CheckRequest.items:type_name -> sluice.v1.CheckItem
-	23, // 6: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
-	23, // 7: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
+	31, // 6: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
+	31, // 7: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
 	3,  // 8: sluice.v1.CheckResult.source:type_name -> sluice.v1.Source
 	7,  // 9: sluice.v1.CheckResult.error:type_name -> sluice.v1.ItemError
 	8,  // 10: sluice.v1.CheckResponse.results:type_name -> sluice.v1.CheckResult
 	5,  // 11: sluice.v1.CheckStreamRequest.items:type_name -> sluice.v1.CheckItem
 	8,  // 12: sluice.v1.CheckStreamResponse.results:type_name -> sluice.v1.CheckResult
 	4,  // 13: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
-	23, // 14: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 15: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
-	23, // 16: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	31, // 14: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	31, // 15: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
+	31, // 16: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
 	3,  // 17: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
 	4,  // 18: sluice.v1.GrantRequest.limit:type_name -> sluice.v1.Limit
-	23, // 19: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
-	23, // 20: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
-	23, // 21: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
+	31, // 19: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
+	31, // 20: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
+	31, // 21: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
 	4,  // 22: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
 	19, // 23: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
 	20, // 24: sluice.v1.MembersResponse.ring:type_name -> sluice.v1.RingConfig
-	22, // 25: sluice.v1.MembersResponse.policies:type_name -> sluice.v1.MembersResponse.PoliciesEntry
-	0,  // 26: sluice.v1.MembersResponse.PoliciesEntry.value:type_name -> sluice.v1.Algorithm
-	6,  // 27: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	12, // 28: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
-	16, // 29: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
-	14, // 30: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
-	10, // 31: sluice.v1.RateLimiter.CheckStream:input_type -> sluice.v1.CheckStreamRequest
-	18, // 32: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
-	9,  // 33: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
-	13, // 34: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
-	17, // 35: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
-	15, // 36: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
-	11, // 37: sluice.v1.RateLimiter.CheckStream:output_type -> sluice.v1.CheckStreamResponse
-	21, // 38: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
-	33, // [33:39] is the sub-list for method output_type
-	27, // [27:33] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	30, // 25: sluice.v1.MembersResponse.policies:type_name -> sluice.v1.MembersResponse.PoliciesEntry
+	4,  // 26: sluice.v1.ReserveItem.limit:type_name -> sluice.v1.Limit
+	22, // 27: sluice.v1.ReserveRequest.items:type_name -> sluice.v1.ReserveItem
+	31, // 28: sluice.v1.ReserveRequest.ttl:type_name -> google.protobuf.Duration
+	31, // 29: sluice.v1.ReserveResult.reset_after:type_name -> google.protobuf.Duration
+	31, // 30: sluice.v1.ReserveResult.retry_after:type_name -> google.protobuf.Duration
+	31, // 31: sluice.v1.ReserveResult.expires_after:type_name -> google.protobuf.Duration
+	3,  // 32: sluice.v1.ReserveResult.source:type_name -> sluice.v1.Source
+	7,  // 33: sluice.v1.ReserveResult.error:type_name -> sluice.v1.ItemError
+	24, // 34: sluice.v1.ReserveResponse.results:type_name -> sluice.v1.ReserveResult
+	4,  // 35: sluice.v1.SettleItem.limit:type_name -> sluice.v1.Limit
+	26, // 36: sluice.v1.SettleRequest.items:type_name -> sluice.v1.SettleItem
+	31, // 37: sluice.v1.SettleResult.reset_after:type_name -> google.protobuf.Duration
+	28, // 38: sluice.v1.SettleResponse.results:type_name -> sluice.v1.SettleResult
+	0,  // 39: sluice.v1.MembersResponse.PoliciesEntry.value:type_name -> sluice.v1.Algorithm
+	6,  // 40: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	12, // 41: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
+	16, // 42: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
+	14, // 43: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
+	10, // 44: sluice.v1.RateLimiter.CheckStream:input_type -> sluice.v1.CheckStreamRequest
+	23, // 45: sluice.v1.RateLimiter.Reserve:input_type -> sluice.v1.ReserveRequest
+	27, // 46: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
+	18, // 47: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
+	9,  // 48: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
+	13, // 49: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
+	17, // 50: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
+	15, // 51: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
+	11, // 52: sluice.v1.RateLimiter.CheckStream:output_type -> sluice.v1.CheckStreamResponse
+	25, // 53: sluice.v1.RateLimiter.Reserve:output_type -> sluice.v1.ReserveResponse
+	29, // 54: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
+	21, // 55: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
+	48, // [48:56] is the sub-list for method output_type
+	40, // [40:48] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -2065,13 +2797,21 @@ func file_sluice_v1_sluice_proto_init() {
 		(*ReleaseRequest_Limit)(nil),
 		(*ReleaseRequest_Policy)(nil),
 	}
+	file_sluice_v1_sluice_proto_msgTypes[18].OneofWrappers = []any{
+		(*ReserveItem_Limit)(nil),
+		(*ReserveItem_Policy)(nil),
+	}
+	file_sluice_v1_sluice_proto_msgTypes[22].OneofWrappers = []any{
+		(*SettleItem_Limit)(nil),
+		(*SettleItem_Policy)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -27,6 +27,8 @@ const (
 	RateLimiter_Release_FullMethodName     = "/sluice.v1.RateLimiter/Release"
 	RateLimiter_Grant_FullMethodName       = "/sluice.v1.RateLimiter/Grant"
 	RateLimiter_CheckStream_FullMethodName = "/sluice.v1.RateLimiter/CheckStream"
+	RateLimiter_Reserve_FullMethodName     = "/sluice.v1.RateLimiter/Reserve"
+	RateLimiter_Settle_FullMethodName      = "/sluice.v1.RateLimiter/Settle"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -62,6 +64,21 @@ type RateLimiterClient interface {
 	// other items are decided. The Go client keeps one stream per node and
 	// sends each check to its key's owner.
 	CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
+	// Reserve takes an estimated cost now, for a cost known only afterwards
+	// (an LLM response's tokens), and gives each item a reservation ID that
+	// Settle settles with the actual cost. The call is all or nothing: if an
+	// item is denied, the items already reserved are cancelled (refunded in
+	// full) and allowed is false. An unsettled reservation settles at its
+	// estimate when its TTL ends. Token buckets, fixed and sliding windows
+	// and fixed_window_hits can reserve; others are INVALID_ARGUMENT.
+	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
+	// Settle settles reservations with their actual costs: the difference
+	// from the estimate is refunded, or charged (a token bucket may go one
+	// burst into debt; later checks are denied until refill pays it, their
+	// retry_after saying when). Settling twice changes nothing and answers
+	// already_settled. An unknown ID is NOT_FOUND naming it; the items
+	// before it are settled (settling is idempotent, so retrying is safe).
+	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -125,6 +142,26 @@ func (c *rateLimiterClient) CheckStream(ctx context.Context, opts ...grpc.CallOp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RateLimiter_CheckStreamClient = grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse]
 
+func (c *rateLimiterClient) Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReserveResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Reserve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Settle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -158,6 +195,21 @@ type RateLimiterServer interface {
 	// other items are decided. The Go client keeps one stream per node and
 	// sends each check to its key's owner.
 	CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
+	// Reserve takes an estimated cost now, for a cost known only afterwards
+	// (an LLM response's tokens), and gives each item a reservation ID that
+	// Settle settles with the actual cost. The call is all or nothing: if an
+	// item is denied, the items already reserved are cancelled (refunded in
+	// full) and allowed is false. An unsettled reservation settles at its
+	// estimate when its TTL ends. Token buckets, fixed and sliding windows
+	// and fixed_window_hits can reserve; others are INVALID_ARGUMENT.
+	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
+	// Settle settles reservations with their actual costs: the difference
+	// from the estimate is refunded, or charged (a token bucket may go one
+	// burst into debt; later checks are denied until refill pays it, their
+	// retry_after saying when). Settling twice changes nothing and answers
+	// already_settled. An unknown ID is NOT_FOUND naming it; the items
+	// before it are settled (settling is idempotent, so retrying is safe).
+	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -182,6 +234,12 @@ func (UnimplementedRateLimiterServer) Grant(context.Context, *GrantRequest) (*Gr
 }
 func (UnimplementedRateLimiterServer) CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method CheckStream not implemented")
+}
+func (UnimplementedRateLimiterServer) Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reserve not implemented")
+}
+func (UnimplementedRateLimiterServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -283,6 +341,42 @@ func _RateLimiter_CheckStream_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RateLimiter_CheckStreamServer = grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]
 
+func _RateLimiter_Reserve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReserveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Reserve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Reserve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Reserve(ctx, req.(*ReserveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Settle(ctx, req.(*SettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -305,6 +399,14 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Grant",
 			Handler:    _RateLimiter_Grant_Handler,
+		},
+		{
+			MethodName: "Reserve",
+			Handler:    _RateLimiter_Reserve_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _RateLimiter_Settle_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
