@@ -10,6 +10,7 @@ package api
 //	GET  /healthz, /readyz, /metrics
 //	GET  /ui, /ui/data                           (the status page, ui.go; when HTTPConfig.UI is set)
 //	POST /json                                   (Envoy RLS ShouldRateLimit in JSON, http_rls.go; when HTTPConfig.RLS is set)
+//	GET|POST /v1/admin/inspect, POST /v1/admin/reset  (an admin identity only: admin.go, admin_http.go)
 //
 // With HTTPConfig.RequireClientCert (mTLS), every route but the probes
 // /healthz and /readyz needs a verified client certificate (http_auth.go).
@@ -93,6 +94,10 @@ type HTTPConfig struct {
 	// RLS, if set, answers POST /json (http_rls.go); nil answers 404
 	// there.
 	RLS RateLimitServer
+	// Admin, if set, answers /v1/admin/inspect and /v1/admin/reset
+	// (admin_http.go); nil answers 403 there, as an Admin with no names
+	// and no tokens does.
+	Admin *Admin
 }
 
 // DefaultMaxBodyBytes is the default bound on a request's body.
@@ -109,6 +114,7 @@ type httpAPI struct {
 	requireCert bool
 	ui          *UIConfig
 	rls         RateLimitServer
+	admin       *Admin
 
 	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics, obsJSON prometheus.Observer
 }
@@ -127,7 +133,7 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 		}
 	}
 	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
-		requireCert: cfg.RequireClientCert, ui: cfg.UI, rls: cfg.RLS}
+		requireCert: cfg.RequireClientCert, ui: cfg.UI, rls: cfg.RLS, admin: cfg.Admin}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -195,6 +201,14 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		obs = a.obsJSON
 		if allowMethods(w, r, http.MethodPost) {
 			a.serveRLSJSON(w, r)
+		}
+	case "/v1/admin/inspect":
+		if allowMethods(w, r, http.MethodGet, http.MethodPost) {
+			a.serveAdmin(w, r, false)
+		}
+	case "/v1/admin/reset":
+		if allowMethods(w, r, http.MethodPost) {
+			a.serveAdmin(w, r, true)
 		}
 	default:
 		writeError(w, &httpError{status: http.StatusNotFound, msg: "no route " + strconv.Quote(r.URL.Path)})

@@ -126,4 +126,7 @@ type Peers interface {
 	// Replicate sends copies of states this node owns to node to, an heir
 	// of their keys (see replicate.go).
 	Replicate(ctx context.Context, to ring.Member, entries []store.Entry) error
+	// Admin inspects or resets (op) the key of item on node to, its
+	// owner (see admin.go).
+	Admin(ctx context.Context, to ring.Member, hops int, item Forwarded, op AdminOp) (KeyInfo, error)
 }

@@ -31,6 +31,7 @@ type PeerService interface {
 	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
+	AdminForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error)
 }
 
 var _ PeerService = (*limiter.Limiter)(nil)
@@ -131,10 +132,11 @@ const (
 	peerFetch
 	peerHandoff
 	peerRaft
+	peerAdmin
 	numPeerMethods
 )
 
-var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft"}
+var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft", "Admin"}
 
 // peerServer implements sluicev1.PeerServer over a PeerService.
 type peerServer struct {

@@ -146,6 +146,24 @@ func (f *fakePeer) AcceptReplicas(_ context.Context, from string, entries []stor
 	return 0, nil
 }
 
+func (f *fakePeer) AdminForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error) {
+	f.mu.Lock()
+	f.lastFrom, f.lastHops = from, hops
+	f.mu.Unlock()
+	t := now()
+	if op.Reset {
+		remaining := op.Remaining
+		if remaining == limiter.ResetFull {
+			remaining = item.Limit.Capacity()
+		}
+		if err := f.st.Reset(item.Hash, item.Limit, t, remaining); err != nil {
+			return limiter.KeyInfo{}, err
+		}
+	}
+	res, err := f.st.Take(item.Hash, item.Limit, t, 0)
+	return limiter.KeyInfo{Owner: "fake", Result: res, Now: t}, err
+}
+
 // checkStats returns the number of Check RPCs and items the fake saw.
 func (f *fakePeer) checkStats() (rpcs, items int) {
 	f.mu.Lock()

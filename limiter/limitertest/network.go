@@ -58,6 +58,7 @@ const (
 	mFetch
 	mHandoff
 	mReplicate
+	mAdmin // not counted
 )
 
 // NewNetwork returns an empty network. seed drives Drop's choices, so a
@@ -384,6 +385,15 @@ func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limi
 	}
 	a, ok, err := l.ReleaseForwarded(ctx, p.from, hops, item, leaseID)
 	return a, ok, refused(to.Name, err)
+}
+
+func (p *peers) Admin(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error) {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mAdmin)
+	if err != nil {
+		return limiter.KeyInfo{}, err
+	}
+	info, err := l.AdminForwarded(ctx, p.from, hops, item, op)
+	return info, refused(to.Name, err)
 }
 
 func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {

@@ -29,6 +29,7 @@ const (
 	Peer_Fetch_FullMethodName       = "/sluice.v1.Peer/Fetch"
 	Peer_Handoff_FullMethodName     = "/sluice.v1.Peer/Handoff"
 	Peer_Raft_FullMethodName        = "/sluice.v1.Peer/Raft"
+	Peer_Admin_FullMethodName       = "/sluice.v1.Peer/Admin"
 )
 
 // PeerClient is the client API for Peer service.
@@ -66,6 +67,10 @@ type PeerClient interface {
 	// shutdown the node sends drain, steps what it received, and ends the
 	// stream when the caller has closed its side.
 	Raft(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftRequest, RaftResponse], error)
+	// Admin inspects or resets a key on its owner (sluice.v1.Admin
+	// forwarded). A node that predates it answers UNIMPLEMENTED, and the
+	// admin call fails naming the owner.
+	Admin(ctx context.Context, in *PeerAdminRequest, opts ...grpc.CallOption) (*PeerAdminResponse, error)
 }
 
 type peerClient struct {
@@ -152,6 +157,16 @@ func (c *peerClient) Raft(ctx context.Context, opts ...grpc.CallOption) (grpc.Bi
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_RaftClient = grpc.BidiStreamingClient[RaftRequest, RaftResponse]
 
+func (c *peerClient) Admin(ctx context.Context, in *PeerAdminRequest, opts ...grpc.CallOption) (*PeerAdminResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerAdminResponse)
+	err := c.cc.Invoke(ctx, Peer_Admin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -187,6 +202,10 @@ type PeerServer interface {
 	// shutdown the node sends drain, steps what it received, and ends the
 	// stream when the caller has closed its side.
 	Raft(grpc.BidiStreamingServer[RaftRequest, RaftResponse]) error
+	// Admin inspects or resets a key on its owner (sluice.v1.Admin
+	// forwarded). A node that predates it answers UNIMPLEMENTED, and the
+	// admin call fails naming the owner.
+	Admin(context.Context, *PeerAdminRequest) (*PeerAdminResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -217,6 +236,9 @@ func (UnimplementedPeerServer) Handoff(context.Context, *HandoffRequest) (*Hando
 }
 func (UnimplementedPeerServer) Raft(grpc.BidiStreamingServer[RaftRequest, RaftResponse]) error {
 	return status.Error(codes.Unimplemented, "method Raft not implemented")
+}
+func (UnimplementedPeerServer) Admin(context.Context, *PeerAdminRequest) (*PeerAdminResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Admin not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -343,6 +365,24 @@ func _Peer_Raft_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Peer_RaftServer = grpc.BidiStreamingServer[RaftRequest, RaftResponse]
 
+func _Peer_Admin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerAdminRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Admin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Admin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Admin(ctx, req.(*PeerAdminRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -369,6 +409,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Handoff",
 			Handler:    _Peer_Handoff_Handler,
+		},
+		{
+			MethodName: "Admin",
+			Handler:    _Peer_Admin_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
