@@ -357,3 +357,38 @@ func TestAdminBadInput(t *testing.T) {
 		t.Fatalf("inspect with remaining: %d %v", code, got)
 	}
 }
+
+// A reset reaches the data directory: a key at 60 of 100 a day, reset to
+// full, is full after a restart (its record deleted), and one reset to
+// 30 keeps 30.
+func TestAdminResetPersists(t *testing.T) {
+	clk := newFakeClock()
+	dir := filepath.Join(t.TempDir(), "data")
+	path, token := writeAdminToken(t, t.TempDir())
+	cfg := func(c *node.Config) {
+		c.Clock = clk.Now
+		c.DataDir = dir
+		c.AdminTokenFile = path
+	}
+	n, stop := runNode(t, cfg)
+	take(t, n, "plan:acme", 60)
+	take(t, n, "plan:beta", 60)
+	stop(false) // both written
+	n, stop = runNode(t, cfg)
+	c := adminClient(t, token, n.GRPCAddr())
+	ctx := context.Background()
+	if info, err := c.Reset(ctx, "plan:acme", "", daily, client.ResetFull); err != nil || info.Remaining != 100 {
+		t.Fatalf("reset to full: %+v %v", info, err)
+	}
+	if info, err := c.Reset(ctx, "plan:beta", "", daily, 30); err != nil || info.Remaining != 30 {
+		t.Fatalf("reset to 30: %+v %v", info, err)
+	}
+	stop(false)
+	n, _ = runNode(t, cfg)
+	if got := remaining(t, n, "plan:acme"); got != 100 {
+		t.Fatalf("after a reset to full and a restart: %d of 100 left", got)
+	}
+	if got := remaining(t, n, "plan:beta"); got != 30 {
+		t.Fatalf("after a reset to 30 and a restart: %d of 100 left", got)
+	}
+}
