@@ -1,0 +1,78 @@
+package transport
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/limiter"
+	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
+)
+
+// Peer/Admin over real gRPC: the client's inspect and reset reach the
+// owner's service, and its answer (remaining, reset time) comes back.
+func TestPeerAdmin(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "caller"})
+	ctx := context.Background()
+	lim := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Hour}
+	if _, err := fake.st.Take(7, lim, now(), 4); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Admin(ctx, m, 0, limiter.Forwarded{Hash: 7, Limit: lim}, limiter.AdminOp{})
+	if err != nil || info.Remaining != 6 || info.Owner != "fake" || info.Now == 0 {
+		t.Fatalf("inspect: %+v %v", info, err)
+	}
+	info, err = c.Admin(ctx, m, 0, limiter.Forwarded{Hash: 7, Limit: lim}, limiter.AdminOp{Reset: true, Remaining: 2})
+	if err != nil || info.Remaining != 2 {
+		t.Fatalf("reset to 2: %+v %v", info, err)
+	}
+	if info, err = c.Admin(ctx, m, 0, limiter.Forwarded{Hash: 7, Limit: lim}, limiter.AdminOp{Reset: true, Remaining: limiter.ResetFull}); err != nil || info.Remaining != 10 {
+		t.Fatalf("reset to full: %+v %v", info, err)
+	}
+	// An owner's error comes back as an error, not a KeyInfo.
+	if _, err := c.Admin(ctx, m, 0, limiter.Forwarded{Hash: 7, Limit: lim}, limiter.AdminOp{Reset: true, Remaining: 11}); err == nil {
+		t.Fatal("a reset above the capacity passed")
+	}
+	if _, err := c.Admin(ctx, ring.Member{Name: "x"}, 99, limiter.Forwarded{Hash: 7, Limit: lim}, limiter.AdminOp{}); err == nil {
+		t.Fatal("hops 99 passed")
+	}
+}
+
+// Bad Peer/Admin requests are InvalidArgument naming the field, and reach
+// nothing.
+func TestPeerAdminBadRequests(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	m, _ := startPeerServer(t, "owner", fake)
+	rc := rawPeerClient(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ok := tokenItem(1, 10, 0)
+	for _, tc := range []struct {
+		name  string
+		req   *sluicev1.PeerAdminRequest
+		field string
+	}{
+		{"no item", &sluicev1.PeerAdminRequest{}, "item"},
+		{"hops", &sluicev1.PeerAdminRequest{Hops: 1000, Item: ok}, "hops"},
+		{"bad limit", &sluicev1.PeerAdminRequest{Item: &sluicev1.PeerItem{Hash: 1, Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET}}}, "item.limit.limit"},
+		{"bad algorithm", &sluicev1.PeerAdminRequest{Item: &sluicev1.PeerItem{Limit: &sluicev1.PeerLimit{}}}, "item.limit.algorithm"},
+		{"remaining", &sluicev1.PeerAdminRequest{Item: ok, ResetState: true, Remaining: -2}, "remaining"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rc.Admin(ctx, tc.req)
+			if got := badRequestField(t, err); got != tc.field {
+				t.Errorf("field = %q, want %q", got, tc.field)
+			}
+		})
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.lastFrom != "" {
+		t.Errorf("an invalid request reached the service (from %q)", fake.lastFrom)
+	}
+}
