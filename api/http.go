@@ -4,7 +4,7 @@ package api
 //
 // Routes:
 //
-//	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...]}
+//	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...], "atomic": false}
 //	GET|POST /v1/check?key=K&policy=P            (no body: nginx auth_request, Traefik ForwardAuth)
 //	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming; "allowed": would a check of 1 be)
 //	GET  /healthz, /readyz, /metrics
@@ -260,12 +260,13 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var (
-		reqs  []limiter.Request
-		inURL bool
+		reqs   []limiter.Request
+		inURL  bool
+		atomic bool
 	)
 	if body != nil && len(bytes.TrimSpace(body.Bytes())) > 0 {
 		if herr = onlyParams(q, checkBodyParams); herr == nil {
-			reqs, herr = decodeCheckBody(body.Bytes())
+			reqs, atomic, herr = decodeCheckRequest(body.Bytes())
 		}
 	} else if r.Method == http.MethodPost && len(q) == 0 {
 		herr = &httpError{status: http.StatusBadRequest, field: "body",
@@ -284,7 +285,13 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 			reqs[i].Client = client // new keys count against its cap
 		}
 	}
-	results, err := a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, len(reqs)))
+	var results []limiter.Result
+	var err error
+	if atomic {
+		results, err = checkAtomic(r.Context(), a.checker, reqs)
+	} else {
+		results, err = a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, len(reqs)))
+	}
 	if err != nil {
 		writeError(w, a.checkError(err, inURL, q))
 		return
@@ -373,6 +380,10 @@ func (a *httpAPI) checkError(err error, inURL bool, q url.Values) *httpError {
 			field = "query"
 		}
 		return badRequest(field, err.Error())
+	case errors.Is(err, limiter.ErrAtomicElsewhere), errors.Is(err, errNoAtomic):
+		return &httpError{status: http.StatusConflict, field: "atomic", msg: "atomic: " + err.Error()}
+	case errors.Is(err, limiter.ErrPeerUnavailable):
+		return &httpError{status: http.StatusServiceUnavailable, msg: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &httpError{status: http.StatusServiceUnavailable, msg: "request canceled"}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -153,6 +153,13 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 	key uint64, l bucket.Limit, now, cost int64, countsDenied bool, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return s.takeWindowLocked(sh, m, take, key, l, now, cost, countsDenied, as)
+}
+
+// takeWindowLocked is takeWindow with sh.mu held.
+func (s *Store) takeWindowLocked(sh *shard, m *map[uint64]bucket.WindowState,
+	take func(bucket.WindowState, bucket.Limit, int64, int64) (bucket.WindowState, bucket.Result, error),
+	key uint64, l bucket.Limit, now, cost int64, countsDenied bool, as Use) (bucket.Result, error) {
 	old, ok := (*m)[key]
 	in := old
 	if ok && old.ExpiresAt() <= now {
@@ -193,6 +200,11 @@ func (s *Store) takeWindow(sh *shard, m *map[uint64]bucket.WindowState,
 func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return s.takeLogLocked(sh, key, l, now, cost, as)
+}
+
+// takeLogLocked is takeLog with sh.mu held.
+func (s *Store) takeLogLocked(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	old, ok := sh.logs[key]
 	in := bucket.LogState{Entries: old.entries}
 	if ok && old.expiresAt() <= now {

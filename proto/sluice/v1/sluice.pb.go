@@ -495,7 +495,14 @@ func (*CheckItem_Policy) isCheckItem_Spec() {}
 type CheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 1000 items.
-	Items         []*CheckItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*CheckItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// All or nothing: no item is charged unless every item is allowed
+	// (when one is denied, every result says allowed false and nothing was
+	// spent). The node asked must own every item's key (a node of one, or
+	// keys of one owner sent to it): otherwise FAILED_PRECONDITION, nothing
+	// spent. No up_to items, no concurrency limits; grants and failure modes
+	// do not answer an atomic check (an unreachable owner is UNAVAILABLE).
+	Atomic        bool `protobuf:"varint,2,opt,name=atomic,proto3" json:"atomic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +542,13 @@ func (x *CheckRequest) GetItems() []*CheckItem {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *CheckRequest) GetAtomic() bool {
+	if x != nil {
+		return x.Atomic
+	}
+	return false
 }
 
 // ItemError is a failure of one item that is not the caller's fault to fix
@@ -2319,9 +2333,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04cost\x18\x04 \x01(\x03H\x01R\x04cost\x88\x01\x01\x12\x13\n" +
 	"\x05up_to\x18\x05 \x01(\bR\x04upToB\x06\n" +
 	"\x04specB\a\n" +
-	"\x05_cost\":\n" +
+	"\x05_cost\"R\n" +
 	"\fCheckRequest\x12*\n" +
-	"\x05items\x18\x01 \x03(\v2\x14.sluice.v1.CheckItemR\x05items\"O\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.sluice.v1.CheckItemR\x05items\x12\x16\n" +
+	"\x06atomic\x18\x02 \x01(\bR\x06atomic\"O\n" +
 	"\tItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +

@@ -37,7 +37,8 @@ const (
 type RateLimiterClient interface {
 	// Check evaluates a batch of items. Each item is evaluated on its own: an
 	// allowed item consumes its cost even if another item in the batch is
-	// denied. A cost of 0 reads usage without consuming anything.
+	// denied, unless the request is atomic (CheckRequest.atomic). A cost of 0
+	// reads usage without consuming anything.
 	// Invalid input fails the whole call with InvalidArgument before anything
 	// is consumed; the message names the field, e.g. "items[2].limit.limit".
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
@@ -133,7 +134,8 @@ type RateLimiter_CheckStreamClient = grpc.BidiStreamingClient[CheckStreamRequest
 type RateLimiterServer interface {
 	// Check evaluates a batch of items. Each item is evaluated on its own: an
 	// allowed item consumes its cost even if another item in the batch is
-	// denied. A cost of 0 reads usage without consuming anything.
+	// denied, unless the request is atomic (CheckRequest.atomic). A cost of 0
+	// reads usage without consuming anything.
 	// Invalid input fails the whole call with InvalidArgument before anything
 	// is consumed; the message names the field, e.g. "items[2].limit.limit".
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
