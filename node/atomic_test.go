@@ -144,3 +144,27 @@ func TestAtomicCheckOtherOwnersRefused(t *testing.T) {
 		t.Fatalf("keys of the node asked: %+v %v", res, err)
 	}
 }
+
+// BenchmarkCheck2GRPC is a Check of two items over gRPC on one node,
+// plain or atomic (the cost of all-or-nothing).
+func BenchmarkCheck2GRPC(b *testing.B) {
+	n := startNode(b, nil)
+	c := newClient(b, n.GRPCAddr())
+	lim := client.Limit{Limit: 1_000_000_000, Period: time.Second}
+	items := []client.Item{{Key: "bench:a", Limit: lim}, {Key: "bench:b", Limit: lim}}
+	for _, mode := range []string{"plain", "atomic"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				var err error
+				if mode == "atomic" {
+					_, err = c.CheckAtomic(context.Background(), items...)
+				} else {
+					_, err = c.Check(context.Background(), items...)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -97,3 +97,31 @@ func TestTakeAllConcurrentAudit(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTakeAll2 is an atomic take of two keys, against
+// BenchmarkTake2, the same two keys taken one by one.
+func BenchmarkTakeAll2(b *testing.B) {
+	s := newStore(b, Config{})
+	l := lim(bucket.TokenBucket, 1<<30, time.Second)
+	items := []AtomicItem{{Key: 1, Limit: l, Cost: 1}, {Key: 2, Limit: l, Cost: 1}}
+	out := make([]bucket.Result, 2)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.TakeAll(items, t0+int64(i), out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTake2(b *testing.B) {
+	s := newStore(b, Config{})
+	l := lim(bucket.TokenBucket, 1<<30, time.Second)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		for _, k := range []uint64{1, 2} {
+			if _, err := s.Take(k, l, t0+int64(i), 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
