@@ -10,8 +10,8 @@ import (
 // CheckAtomic asks about items all or nothing (CheckRequest.atomic): no
 // item is charged unless every item is allowed; when one is denied, every
 // result has Allowed false and nothing was spent. It is one unary call to
-// a seed (Config.Addrs, round-robin), which must own every item's key: a
-// node of one, or a seed that owns them; otherwise the call fails with
+// a seed (Config.Addrs, round-robin), which forwards the items to their
+// owner: every item's key must live on one node, else the call fails with
 // FAILED_PRECONDITION and nothing is spent. Grants are not used.
 func (c *Client) CheckAtomic(ctx context.Context, items ...Item) ([]Result, error) {
 	req := &sluicev1.CheckRequest{Items: make([]*sluicev1.CheckItem, len(items)), Atomic: true}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -13,16 +14,17 @@ import (
 // or none. The items are decided together on their owner, under the locks
 // of all their keys' shards (store.TakeAll), so that under any concurrency
 // no item is charged for a denied call and none is admitted past its
-// limit. This version decides them when they all live on the node asked:
-// a node of one, or keys whose owner is the node the client sends to (the
-// Go client routes by the first item's key). Items of another owner, or
-// of several, are refused with ErrAtomicElsewhere, nothing charged; so is
-// a batch whose owner is unreachable (no failure mode answers an atomic
-// call). Grants are not used: every item goes to its owner's bucket.
+// limit. This version decides a batch whose keys all live on one node:
+// here, or on their owner, to which the node asked forwards the batch
+// (Peers.CheckAtomic). A batch whose keys live on several nodes is refused
+// with ErrAtomicElsewhere, nothing charged; so is one whose owner's ring
+// disagrees. An unreachable owner is an error wrapping ErrPeerUnavailable
+// (no failure mode answers an atomic call). Grants are not used: every
+// item goes to its owner's bucket.
 
-// ErrAtomicElsewhere refuses an atomic batch whose items this node does
-// not own, all of them: nothing was charged.
-var ErrAtomicElsewhere = errors.New("limiter: atomic check of keys this node does not own")
+// ErrAtomicElsewhere refuses an atomic batch whose keys do not all live on
+// one node (or not on the node it was forwarded to): nothing was charged.
+var ErrAtomicElsewhere = errors.New("limiter: atomic check of keys on several nodes")
 
 // CheckAtomic decides reqs all or nothing. Validation is Check's, and also
 // refuses up_to items and concurrency limits (a *FieldError naming
@@ -60,32 +62,89 @@ func (l *Limiter) CheckAtomic(ctx context.Context, reqs []Request, out []Result)
 			Source: SourceOwner, Owner: l.name})
 		jobs[i].res = &out[i]
 	}
-	v := l.view.Load()
-	for {
-		nv, err := l.atomicLocal(ctx, v, jobs)
-		if err != nil {
-			return out[:0], err
-		}
-		if nv == nil {
-			break
-		}
-		v = nv
+	if err := l.decideAtomic(ctx, l.view.Load(), 0, jobs); err != nil {
+		return out[:0], err
 	}
 	l.metrics.observeBatch(reqs, out, jobs)
 	return out, nil
 }
 
+// decideAtomic decides jobs all or nothing here, or forwards them to their
+// one owner (only from the node asked: hops 0).
+func (l *Limiter) decideAtomic(ctx context.Context, v *view, hops int, jobs []job) error {
+	for {
+		owner, mine := l.route(v, jobs[0].hash)
+		for i := range jobs[1:] {
+			if o, m := l.route(v, jobs[i+1].hash); m != mine || o.Name != owner.Name {
+				return fmt.Errorf("%w: item 0's key is owned by %s, item %d's by %s", ErrAtomicElsewhere, owner.Name, i+1, o.Name)
+			}
+		}
+		if !mine && l.peers != nil {
+			if hops > 0 {
+				return fmt.Errorf("%w: forwarded here, owned by %s", ErrAtomicElsewhere, owner.Name)
+			}
+			return l.atomicRemote(ctx, owner, jobs)
+		}
+		nv, err := l.atomicLocal(ctx, v, jobs)
+		if err != nil || nv == nil {
+			return err
+		}
+		v = nv
+	}
+}
+
+// atomicRemote sends jobs to their owner.
+func (l *Limiter) atomicRemote(ctx context.Context, owner ring.Member, jobs []job) error {
+	items := make([]Forwarded, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, Inline: j.inline, Client: j.client}
+	}
+	answers := make([]Answer, len(jobs))
+	if err := l.peers.CheckAtomic(ctx, owner, 0, items, answers); err != nil {
+		return err
+	}
+	for i := range jobs {
+		res := jobs[i].res
+		res.Result, res.Err, res.Owner = answers[i].Result, answers[i].Err, owner.Name
+	}
+	return nil
+}
+
+// CheckAtomicForwarded decides items all or nothing for another node
+// (ErrNotMember if the caller is not one this node knows, as for
+// CheckForwarded); ErrAtomicElsewhere when this node does not own every
+// key.
+func (l *Limiter) CheckAtomicForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
+	if err := l.checkPeer("CheckAtomic", from); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	jobs := make([]job, len(items))
+	results := make([]Result, len(items))
+	for i, it := range items {
+		if it.Limit.Algorithm == bucket.Concurrency || it.UpTo || it.Return != 0 || it.Credit || it.Report || it.Acting {
+			return fmt.Errorf("%w: item %d is not a plain check", ErrInvalid, i)
+		}
+		jobs[i] = job{hash: it.Hash, limit: it.Limit, cost: it.Cost, inline: it.Inline, client: it.Client, res: &results[i]}
+	}
+	if err := l.decideAtomic(ctx, l.view.Load(), hops+1, jobs); err != nil {
+		return err
+	}
+	for i := range results {
+		out[i] = Answer{Result: results[i].Result, Err: results[i].Err}
+	}
+	return nil
+}
+
 // atomicLocal decides jobs here on view v, as applyLocal decides one: once
 // their states are here, under their stripes' read locks, on the view in
-// force. It returns the view to decide on again when v changed, and
-// ErrAtomicElsewhere when a key is not this node's.
+// force. It returns the view to decide on again when v changed.
 func (l *Limiter) atomicLocal(ctx context.Context, v *view, jobs []job) (*view, error) {
 	hashes := make([]uint64, len(jobs))
 	for i := range jobs {
-		owner, mine := l.route(v, jobs[i].hash)
-		if !mine && l.peers != nil {
-			return nil, fmt.Errorf("%w: item %d's key is owned by %s (send an atomic check to the owner of its keys)", ErrAtomicElsewhere, i, owner.Name)
-		}
 		hashes[i] = jobs[i].hash
 	}
 	for _, h := range hashes {

@@ -50,6 +50,10 @@ func (p *lateOwner) Handoff(context.Context, ring.Member, []store.Entry, []int) 
 
 func (p *lateOwner) Replicate(context.Context, ring.Member, []store.Entry) error { return p.unsent() }
 
+func (p *lateOwner) CheckAtomic(context.Context, ring.Member, int, []limiter.Forwarded, []limiter.Answer) error {
+	return p.unsent()
+}
+
 func (p *lateOwner) Admin(context.Context, ring.Member, int, limiter.Forwarded, limiter.AdminOp) (limiter.KeyInfo, error) {
 	return limiter.KeyInfo{}, p.unsent()
 }

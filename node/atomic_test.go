@@ -117,31 +117,40 @@ func TestAtomicCheckConcurrentAudit(t *testing.T) {
 	}
 }
 
-// On a cluster, an atomic check of keys the node asked does not own is
-// refused (FAILED_PRECONDITION), nothing charged; one of keys it owns is
-// decided.
-func TestAtomicCheckOtherOwnersRefused(t *testing.T) {
+// On a cluster, an atomic check of keys that all live on another node is
+// forwarded there and decided all or nothing; one of keys on several nodes
+// is refused (FAILED_PRECONDITION), nothing charged.
+func TestAtomicCheckOnCluster(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	c := newClient(t, tc.nodes[0].GRPCAddr())
-	var mine, theirs []client.Item
-	for i := 0; len(mine) < 2 || len(theirs) < 1; i++ {
-		it := client.Item{Key: fmt.Sprintf("k:%d", i), Limit: ipLimit}
-		if ownerOf(t, c, it.Key, ipLimit).Owner == "n0" {
-			mine = append(mine, it)
-		} else {
-			theirs = append(theirs, it)
-		}
+	byOwner := map[string][]client.Item{}
+	for i := 0; len(byOwner["n0"]) < 1 || len(byOwner["n1"]) < 2; i++ {
+		it := client.Item{Key: fmt.Sprintf("k:%d", i), Limit: userLimit}
+		o := ownerOf(t, c, it.Key, userLimit).Owner
+		byOwner[o] = append(byOwner[o], it)
 	}
-	_, err := c.CheckAtomic(context.Background(), mine[0], theirs[0])
+	a, b := byOwner["n1"][0], byOwner["n1"][1]
+	b.Cost = 2
+	res, err := c.CheckAtomic(context.Background(), a, b)
+	if err != nil || !res[0].Allowed || !res[1].Allowed || res[0].Owner != "n1" {
+		t.Fatalf("keys of n1 through n0: %+v %v", res, err)
+	}
+	// b is spent: a second call is denied and a is not charged.
+	if res, err = c.CheckAtomic(context.Background(), a, b); err != nil || res[0].Allowed || res[1].Allowed {
+		t.Fatalf("second call: %+v %v, want denied", res, err)
+	}
+	if got := keyRemaining(t, c, a.Key, userLimit); got != 1 {
+		t.Fatalf("%s after a denied call: %d left, want 1", a.Key, got)
+	}
+	_, err = c.CheckAtomic(context.Background(), byOwner["n0"][0], a)
 	if st, _ := status.FromError(errors.Unwrap(err)); st.Code() != codes.FailedPrecondition {
 		t.Fatalf("keys of two owners: %v, want FailedPrecondition", err)
 	}
-	if got := keyRemaining(t, c, mine[0].Key, ipLimit); got != 10 {
-		t.Fatalf("%s after a refused atomic call: %d left", mine[0].Key, got)
+	if got := keyRemaining(t, c, byOwner["n0"][0].Key, userLimit); got != 2 {
+		t.Fatalf("%s after a refused call: %d left, want 2", byOwner["n0"][0].Key, got)
 	}
-	res, err := c.CheckAtomic(context.Background(), mine[0], mine[1])
-	if err != nil || !res[0].Allowed || !res[1].Allowed {
-		t.Fatalf("keys of the node asked: %+v %v", res, err)
+	if got := keyRemaining(t, c, a.Key, userLimit); got != 1 {
+		t.Fatalf("%s after a refused call: %d left, want 1", a.Key, got)
 	}
 }
 
@@ -166,5 +175,56 @@ func BenchmarkCheck2GRPC(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The audit through forwarding: callers on two nodes send atomic calls of
+// an own key and a shared scarce key, all owned by a third node; exactly
+// the shared key's limit is admitted, and each own key is charged exactly
+// the calls admitted.
+func TestAtomicCheckForwardedConcurrentAudit(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	c0, c2 := newClient(t, tc.nodes[0].GRPCAddr()), newClient(t, tc.nodes[2].GRPCAddr())
+	shared := client.Limit{Limit: 20, Period: time.Hour}
+	own := client.Limit{Algorithm: client.FixedWindow, Limit: 1000, Period: time.Hour}
+	var sharedKey string
+	var owns []string
+	for i := 0; sharedKey == "" || len(owns) < 4; i++ {
+		k := fmt.Sprintf("k:%d", i)
+		if sharedKey == "" && ownerOf(t, c0, k, shared).Owner == "n1" {
+			sharedKey = k
+		} else if ownerOf(t, c0, k, own).Owner == "n1" && len(owns) < 4 {
+			owns = append(owns, k)
+		}
+	}
+	var admitted atomic.Int64
+	perKey := make([]atomic.Int64, len(owns))
+	var wg sync.WaitGroup
+	for g := range owns {
+		c := []*client.Client{c0, c2}[g%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				res, err := c.CheckAtomic(context.Background(), client.Item{Key: owns[g], Limit: own}, client.Item{Key: sharedKey, Limit: shared})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed {
+					admitted.Add(1)
+					perKey[g].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() != 20 {
+		t.Fatalf("admitted %d calls, want exactly 20", admitted.Load())
+	}
+	for g, k := range owns {
+		if used := 1000 - keyRemaining(t, c0, k, own); used != perKey[g].Load() {
+			t.Fatalf("%s charged %d for %d admitted calls", k, used, perKey[g].Load())
+		}
 	}
 }

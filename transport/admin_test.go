@@ -76,3 +76,33 @@ func TestPeerAdminBadRequests(t *testing.T) {
 		t.Errorf("an invalid request reached the service (from %q)", fake.lastFrom)
 	}
 }
+
+// Peer/CheckAtomic over real gRPC: all or nothing on the owner, and bad
+// items refused naming their field.
+func TestPeerCheckAtomic(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "caller"})
+	ctx := context.Background()
+	lim := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 2, Period: time.Hour}
+	items := []limiter.Forwarded{{Hash: 1, Limit: lim, Cost: 1}, {Hash: 2, Limit: lim, Cost: 2}}
+	out := make([]limiter.Answer, 2)
+	if err := c.CheckAtomic(ctx, m, 0, items, out); err != nil || !out[0].Allowed || !out[1].Allowed {
+		t.Fatalf("first: %+v %v", out, err)
+	}
+	if err := c.CheckAtomic(ctx, m, 0, items, out); err != nil || out[0].Allowed || out[1].Allowed {
+		t.Fatalf("second: %+v %v, want denied", out, err)
+	}
+	if res, _ := fake.st.Take(1, lim, now(), 0); res.Remaining != 1 {
+		t.Fatalf("key 1 after a denied call: %d left, want 1", res.Remaining)
+	}
+	rc := rawPeerClient(t, m)
+	_, err := rc.CheckAtomic(ctx, &sluicev1.PeerCheckRequest{Items: []*sluicev1.PeerItem{tokenItem(1, 5, 1), {Hash: 2, Limit: &sluicev1.PeerLimit{}}}})
+	if got := badRequestField(t, err); got != "items[1].limit.algorithm" {
+		t.Errorf("field = %q", got)
+	}
+	_, err = rc.CheckAtomic(ctx, &sluicev1.PeerCheckRequest{Hops: 1000, Items: []*sluicev1.PeerItem{tokenItem(1, 5, 1)}})
+	if got := badRequestField(t, err); got != "hops" {
+		t.Errorf("field = %q", got)
+	}
+}

@@ -32,6 +32,7 @@ type PeerService interface {
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
 	AdminForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error)
+	CheckAtomicForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error
 }
 
 var _ PeerService = (*limiter.Limiter)(nil)
@@ -133,10 +134,11 @@ const (
 	peerHandoff
 	peerRaft
 	peerAdmin
+	peerCheckAtomic
 	numPeerMethods
 )
 
-var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft", "Admin"}
+var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft", "Admin", "CheckAtomic"}
 
 // peerServer implements sluicev1.PeerServer over a PeerService.
 type peerServer struct {

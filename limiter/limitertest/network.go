@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -394,6 +395,18 @@ func (p *peers) Admin(ctx context.Context, to ring.Member, hops int, item limite
 	}
 	info, err := l.AdminForwarded(ctx, p.from, hops, item, op)
 	return info, refused(to.Name, err)
+}
+
+func (p *peers) CheckAtomic(ctx context.Context, to ring.Member, hops int, items []limiter.Forwarded, out []limiter.Answer) error {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mCheck)
+	if err != nil {
+		return err
+	}
+	if err := l.CheckAtomicForwarded(ctx, p.from, hops, items, out); err != nil && !errors.Is(err, limiter.ErrAtomicElsewhere) {
+		return refused(to.Name, err)
+	} else {
+		return err
+	}
 }
 
 func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {

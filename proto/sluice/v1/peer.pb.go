@@ -1768,7 +1768,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04info\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x04info\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x05R\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xb7\x04\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\x81\x05\n" +
 	"\x04Peer\x12B\n" +
 	"\x05Check\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponse\x12X\n" +
 	"\vCheckStream\x12!.sluice.v1.PeerCheckStreamRequest\x1a\".sluice.v1.PeerCheckStreamResponse(\x010\x01\x12H\n" +
@@ -1777,7 +1777,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12@\n" +
 	"\aHandoff\x12\x19.sluice.v1.HandoffRequest\x1a\x1a.sluice.v1.HandoffResponse\x12;\n" +
 	"\x04Raft\x12\x16.sluice.v1.RaftRequest\x1a\x17.sluice.v1.RaftResponse(\x010\x01\x12B\n" +
-	"\x05Admin\x12\x1b.sluice.v1.PeerAdminRequest\x1a\x1c.sluice.v1.PeerAdminResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\x05Admin\x12\x1b.sluice.v1.PeerAdminRequest\x1a\x1c.sluice.v1.PeerAdminResponse\x12H\n" +
+	"\vCheckAtomic\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_peer_proto_rawDescOnce sync.Once
@@ -1844,16 +1845,18 @@ var file_sluice_v1_peer_proto_depIdxs = []int32{
 	15, // 22: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
 	17, // 23: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
 	19, // 24: sluice.v1.Peer.Admin:input_type -> sluice.v1.PeerAdminRequest
-	4,  // 25: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
-	6,  // 26: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
-	8,  // 27: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
-	10, // 28: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
-	13, // 29: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
-	16, // 30: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
-	18, // 31: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
-	20, // 32: sluice.v1.Peer.Admin:output_type -> sluice.v1.PeerAdminResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
+	3,  // 25: sluice.v1.Peer.CheckAtomic:input_type -> sluice.v1.PeerCheckRequest
+	4,  // 26: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
+	6,  // 27: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
+	8,  // 28: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
+	10, // 29: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
+	13, // 30: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
+	16, // 31: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
+	18, // 32: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
+	20, // 33: sluice.v1.Peer.Admin:output_type -> sluice.v1.PeerAdminResponse
+	4,  // 34: sluice.v1.Peer.CheckAtomic:output_type -> sluice.v1.PeerCheckResponse
+	26, // [26:35] is the sub-list for method output_type
+	17, // [17:26] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name

@@ -30,6 +30,7 @@ const (
 	Peer_Handoff_FullMethodName     = "/sluice.v1.Peer/Handoff"
 	Peer_Raft_FullMethodName        = "/sluice.v1.Peer/Raft"
 	Peer_Admin_FullMethodName       = "/sluice.v1.Peer/Admin"
+	Peer_CheckAtomic_FullMethodName = "/sluice.v1.Peer/CheckAtomic"
 )
 
 // PeerClient is the client API for Peer service.
@@ -71,6 +72,12 @@ type PeerClient interface {
 	// forwarded). A node that predates it answers UNIMPLEMENTED, and the
 	// admin call fails naming the owner.
 	Admin(ctx context.Context, in *PeerAdminRequest, opts ...grpc.CallOption) (*PeerAdminResponse, error)
+	// CheckAtomic decides forwarded items all or nothing (an atomic
+	// sluice.v1 Check whose keys all live on this node): no item is charged
+	// unless every item is allowed. FAILED_PRECONDITION when this node does
+	// not own every key, nothing charged; a node that predates it answers
+	// UNIMPLEMENTED.
+	CheckAtomic(ctx context.Context, in *PeerCheckRequest, opts ...grpc.CallOption) (*PeerCheckResponse, error)
 }
 
 type peerClient struct {
@@ -167,6 +174,16 @@ func (c *peerClient) Admin(ctx context.Context, in *PeerAdminRequest, opts ...gr
 	return out, nil
 }
 
+func (c *peerClient) CheckAtomic(ctx context.Context, in *PeerCheckRequest, opts ...grpc.CallOption) (*PeerCheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerCheckResponse)
+	err := c.cc.Invoke(ctx, Peer_CheckAtomic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -206,6 +223,12 @@ type PeerServer interface {
 	// forwarded). A node that predates it answers UNIMPLEMENTED, and the
 	// admin call fails naming the owner.
 	Admin(context.Context, *PeerAdminRequest) (*PeerAdminResponse, error)
+	// CheckAtomic decides forwarded items all or nothing (an atomic
+	// sluice.v1 Check whose keys all live on this node): no item is charged
+	// unless every item is allowed. FAILED_PRECONDITION when this node does
+	// not own every key, nothing charged; a node that predates it answers
+	// UNIMPLEMENTED.
+	CheckAtomic(context.Context, *PeerCheckRequest) (*PeerCheckResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -239,6 +262,9 @@ func (UnimplementedPeerServer) Raft(grpc.BidiStreamingServer[RaftRequest, RaftRe
 }
 func (UnimplementedPeerServer) Admin(context.Context, *PeerAdminRequest) (*PeerAdminResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Admin not implemented")
+}
+func (UnimplementedPeerServer) CheckAtomic(context.Context, *PeerCheckRequest) (*PeerCheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAtomic not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -383,6 +409,24 @@ func _Peer_Admin_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_CheckAtomic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerCheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).CheckAtomic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_CheckAtomic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).CheckAtomic(ctx, req.(*PeerCheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -413,6 +457,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Admin",
 			Handler:    _Peer_Admin_Handler,
+		},
+		{
+			MethodName: "CheckAtomic",
+			Handler:    _Peer_CheckAtomic_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

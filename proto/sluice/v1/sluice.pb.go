@@ -498,10 +498,11 @@ type CheckRequest struct {
 	Items []*CheckItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	// All or nothing: no item is charged unless every item is allowed
 	// (when one is denied, every result says allowed false and nothing was
-	// spent). The node asked must own every item's key (a node of one, or
-	// keys of one owner sent to it): otherwise FAILED_PRECONDITION, nothing
-	// spent. No up_to items, no concurrency limits; grants and failure modes
-	// do not answer an atomic check (an unreachable owner is UNAVAILABLE).
+	// spent). Every item's key must live on one node (a node of one, or keys
+	// of one owner; the node asked forwards them there): keys on several
+	// nodes are FAILED_PRECONDITION, nothing spent. No up_to items, no
+	// concurrency limits; grants and failure modes do not answer an atomic
+	// check (an unreachable owner is UNAVAILABLE).
 	Atomic        bool `protobuf:"varint,2,opt,name=atomic,proto3" json:"atomic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
