@@ -20,6 +20,7 @@ func FuzzDecodeCheck(f *testing.F) {
 	f.Add([]byte(`{"checks":[{"key":"a","policy":"login","KEY":"b"}],"Checks":[]}`))
 	f.Add([]byte(`{"checks":[{"key":"k","limit":5,"calendar":"week","timezone":"America/New_York","CALENDAR":"day"}]}`))
 	f.Add([]byte(`{"checks":[{"\u006bey":"a","key":"b","\u212aey":"c"}]}`))
+	f.Add([]byte(`{"checks":[{"key":"ip:1","limit":10,"period":"1h"},{"key":"user:43","policy":"api"}],"atomic":true,"ATOMIC":false}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reqs, herr := decodeCheckBody(data)
 		if herr != nil {

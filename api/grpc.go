@@ -165,7 +165,19 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 		}
 		reqs[i].UpTo, reqs[i].Client = it.GetUpTo(), client
 	}
-	results, err := s.svc.Check(ctx, reqs, sc.res[:0])
+	var results []limiter.Result
+	var err error
+	if req.GetAtomic() {
+		results, err = checkAtomic(ctx, s.svc, reqs)
+		if errors.Is(err, limiter.ErrAtomicElsewhere) || errors.Is(err, errNoAtomic) {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		if errors.Is(err, limiter.ErrPeerUnavailable) {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+	} else {
+		results, err = s.svc.Check(ctx, reqs, sc.res[:0])
+	}
 	if err != nil {
 		return nil, grpcError("items", err)
 	}

@@ -4,13 +4,14 @@ package api
 //
 // Routes:
 //
-//	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...]}
+//	POST /v1/check        {"checks":[{"key":"user:42","limit":100,"period":"1m"}, ...], "atomic": false}
 //	GET|POST /v1/check?key=K&policy=P            (no body: nginx auth_request, Traefik ForwardAuth)
 //	GET  /v1/usage?key=K&policy=P                (cost 0: reads without consuming; "allowed": would a check of 1 be)
 //	POST /v1/reserve, /v1/settle                 (reserve an estimate, settle the actual cost: http_reserve.go)
 //	GET  /healthz, /readyz, /metrics
 //	GET  /ui, /ui/data                           (the status page, ui.go; when HTTPConfig.UI is set)
 //	POST /json                                   (Envoy RLS ShouldRateLimit in JSON, http_rls.go; when HTTPConfig.RLS is set)
+//	GET|POST /v1/admin/inspect, POST /v1/admin/reset  (an admin identity only: admin.go, admin_http.go)
 //
 // With HTTPConfig.RequireClientCert (mTLS), every route but the probes
 // /healthz and /readyz needs a verified client certificate (http_auth.go).
@@ -94,6 +95,10 @@ type HTTPConfig struct {
 	// RLS, if set, answers POST /json (http_rls.go); nil answers 404
 	// there.
 	RLS RateLimitServer
+	// Admin, if set, answers /v1/admin/inspect and /v1/admin/reset
+	// (admin_http.go); nil answers 403 there, as an Admin with no names
+	// and no tokens does.
+	Admin *Admin
 }
 
 // DefaultMaxBodyBytes is the default bound on a request's body.
@@ -110,6 +115,7 @@ type httpAPI struct {
 	requireCert bool
 	ui          *UIConfig
 	rls         RateLimitServer
+	admin       *Admin
 
 	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics, obsJSON prometheus.Observer
 }
@@ -128,7 +134,7 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 		}
 	}
 	a := &httpAPI{checker: cfg.Checker, ready: cfg.Ready, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
-		requireCert: cfg.RequireClientCert, ui: cfg.UI, rls: cfg.RLS}
+		requireCert: cfg.RequireClientCert, ui: cfg.UI, rls: cfg.RLS, admin: cfg.Admin}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -205,6 +211,14 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allowMethods(w, r, http.MethodPost) {
 			a.serveRLSJSON(w, r)
 		}
+	case "/v1/admin/inspect":
+		if allowMethods(w, r, http.MethodGet, http.MethodPost) {
+			a.serveAdmin(w, r, false)
+		}
+	case "/v1/admin/reset":
+		if allowMethods(w, r, http.MethodPost) {
+			a.serveAdmin(w, r, true)
+		}
 	default:
 		writeError(w, &httpError{status: http.StatusNotFound, msg: "no route " + strconv.Quote(r.URL.Path)})
 	}
@@ -255,12 +269,13 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var (
-		reqs  []limiter.Request
-		inURL bool
+		reqs   []limiter.Request
+		inURL  bool
+		atomic bool
 	)
 	if body != nil && len(bytes.TrimSpace(body.Bytes())) > 0 {
 		if herr = onlyParams(q, checkBodyParams); herr == nil {
-			reqs, herr = decodeCheckBody(body.Bytes())
+			reqs, atomic, herr = decodeCheckRequest(body.Bytes())
 		}
 	} else if r.Method == http.MethodPost && len(q) == 0 {
 		herr = &httpError{status: http.StatusBadRequest, field: "body",
@@ -279,7 +294,13 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 			reqs[i].Client = client // new keys count against its cap
 		}
 	}
-	results, err := a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, len(reqs)))
+	var results []limiter.Result
+	var err error
+	if atomic {
+		results, err = checkAtomic(r.Context(), a.checker, reqs)
+	} else {
+		results, err = a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, len(reqs)))
+	}
 	if err != nil {
 		writeError(w, a.checkError(err, inURL, q))
 		return
@@ -368,6 +389,10 @@ func (a *httpAPI) checkError(err error, inURL bool, q url.Values) *httpError {
 			field = "query"
 		}
 		return badRequest(field, err.Error())
+	case errors.Is(err, limiter.ErrAtomicElsewhere), errors.Is(err, errNoAtomic):
+		return &httpError{status: http.StatusConflict, field: "atomic", msg: "atomic: " + err.Error()}
+	case errors.Is(err, limiter.ErrPeerUnavailable):
+		return &httpError{status: http.StatusServiceUnavailable, msg: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &httpError{status: http.StatusServiceUnavailable, msg: "request canceled"}
 	case errors.Is(err, context.DeadlineExceeded):

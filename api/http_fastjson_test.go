@@ -21,7 +21,7 @@ func TestDecodeCheckFast(t *testing.T) {
 			t.Errorf("%s: not taken by the fast path", body)
 			continue
 		}
-		want, herr := decodeCheckFull([]byte(body))
+		want, _, herr := decodeCheckFull([]byte(body))
 		if herr != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: fast %+v, full %+v (%v)", body, got, want, herr)
 		}
@@ -77,7 +77,7 @@ func FuzzDecodeCheckFast(f *testing.F) {
 		if !ok {
 			return
 		}
-		want, herr := decodeCheckFull(data)
+		want, _, herr := decodeCheckFull(data)
 		if herr != nil {
 			t.Fatalf("the fast path took %q, the full decoder refuses it: %v", data, herr)
 		}

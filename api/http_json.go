@@ -24,6 +24,8 @@ import (
 // checkRequestJSON is the body of POST /v1/check.
 type checkRequestJSON struct {
 	Checks []checkItemJSON `json:"checks"`
+	// Atomic: all or nothing (AtomicChecker).
+	Atomic bool `json:"atomic"`
 }
 
 // checkItemJSON is one check. Pointers tell "absent" from zero: an inline
@@ -101,40 +103,48 @@ func toResultJSON(dst *resultJSON, r *limiter.Result) {
 // requests. Errors are 400s that name the offending field
 // ("checks[2].period", "body" for malformed JSON).
 func decodeCheckBody(data []byte) ([]limiter.Request, *httpError) {
+	reqs, _, herr := decodeCheckRequest(data)
+	return reqs, herr
+}
+
+// decodeCheckRequest is decodeCheckBody that also returns "atomic": the
+// fast decoder for the common shape (which has no "atomic"), else
+// decodeCheckFull.
+func decodeCheckRequest(data []byte) ([]limiter.Request, bool, *httpError) {
 	if reqs, ok := decodeCheckFast(data); ok {
-		return reqs, nil
+		return reqs, false, nil
 	}
 	return decodeCheckFull(data)
 }
 
-// decodeCheckFull is decodeCheckBody with encoding/json, for every body.
-func decodeCheckFull(data []byte) ([]limiter.Request, *httpError) {
+// decodeCheckFull is decodeCheckRequest with encoding/json, for every body.
+func decodeCheckFull(data []byte) ([]limiter.Request, bool, *httpError) {
 	var body checkRequestJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
 		// The fast path does not know which item failed; find out.
-		return nil, diagnoseJSON(data, err)
+		return nil, false, diagnoseJSON(data, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, badRequest("body", "unexpected data after the JSON object")
+		return nil, false, badRequest("body", "unexpected data after the JSON object")
 	}
 	if herr := duplicateField(data); herr != nil {
-		return nil, herr
+		return nil, false, herr
 	}
 	switch n := len(body.Checks); {
 	case n == 0:
-		return nil, badRequest("checks", "must hold at least one check")
+		return nil, false, badRequest("checks", "must hold at least one check")
 	case n > limiter.MaxItems:
-		return nil, badRequest("checks", fmt.Sprintf("%d checks, at most %d per call", n, limiter.MaxItems))
+		return nil, false, badRequest("checks", fmt.Sprintf("%d checks, at most %d per call", n, limiter.MaxItems))
 	}
 	reqs := make([]limiter.Request, len(body.Checks))
 	for i := range body.Checks {
 		if herr := body.Checks[i].toRequest(i, 1, &reqs[i]); herr != nil {
-			return nil, herr
+			return nil, false, herr
 		}
 	}
-	return reqs, nil
+	return reqs, body.Atomic, nil
 }
 
 // fieldPath names field of item i of a JSON body, or the query parameter
@@ -228,6 +238,7 @@ func diagnoseJSON(data []byte, first error) *httpError {
 	}
 	var top struct {
 		Checks []json.RawMessage `json:"checks"`
+		Atomic bool              `json:"atomic"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

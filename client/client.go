@@ -61,6 +61,10 @@ type Config struct {
 	// DialOptions are added to the defaults (insecure credentials or TLS,
 	// round-robin balancing, the vtprotobuf codec).
 	DialOptions []grpc.DialOption
+	// AdminToken, if set, is sent as "authorization: Bearer AdminToken"
+	// with Inspect and Reset (a token of the nodes' --admin-token-file),
+	// and with no other call.
+	AdminToken string
 }
 
 // serviceConfig spreads calls round-robin over the nodes and retries a call
@@ -95,13 +99,16 @@ func transportCreds(cfg *tls.Config) credentials.TransportCredentials {
 
 // Client talks to a Sluice cluster. It is safe for concurrent use.
 type Client struct {
-	conn     *grpc.ClientConn // round-robin over the seeds
-	api      sluicev1.RateLimiterClient
-	timeout  time.Duration
-	grants   *grants // nil without Config.Grants
-	routing  bool
-	dialOpts []grpc.DialOption
-	tls      *tls.Config // Config.TLS; nil: plaintext
+	conn  *grpc.ClientConn // round-robin over the seeds
+	api   sluicev1.RateLimiterClient
+	admin sluicev1.AdminClient
+	// adminToken: Config.AdminToken.
+	adminToken string
+	timeout    time.Duration
+	grants     *grants // nil without Config.Grants
+	routing    bool
+	dialOpts   []grpc.DialOption
+	tls        *tls.Config // Config.TLS; nil: plaintext
 
 	// Routing (see route.go and stream.go).
 	ctx          context.Context // cancelled by Close
@@ -162,7 +169,7 @@ func New(cfg Config) (*Client, error) {
 	if t <= 0 {
 		t = 2 * time.Second
 	}
-	c := &Client{conn: conn, api: sluicev1.NewRateLimiterClient(conn), timeout: t, grants: newGrants(cfg.Grants),
+	c := &Client{conn: conn, api: sluicev1.NewRateLimiterClient(conn), admin: sluicev1.NewAdminClient(conn), adminToken: cfg.AdminToken, timeout: t, grants: newGrants(cfg.Grants),
 		routing: !cfg.DisableRouting, dialOpts: cfg.DialOptions, tls: cfg.TLS,
 		maxBatch: cfg.MaxBatch, maxInflight: cfg.MaxInflight, refreshEvery: cfg.RefreshInterval,
 		kickCh: make(chan struct{}, 1), streams: map[string]*nodeStream{}, firstRefresh: make(chan struct{})}

@@ -58,6 +58,14 @@ func (p *lateOwner) Handoff(context.Context, ring.Member, []store.Entry, []int) 
 
 func (p *lateOwner) Replicate(context.Context, ring.Member, []store.Entry) error { return p.unsent() }
 
+func (p *lateOwner) CheckAtomic(context.Context, ring.Member, int, []limiter.Forwarded, []limiter.Answer) error {
+	return p.unsent()
+}
+
+func (p *lateOwner) Admin(context.Context, ring.Member, int, limiter.Forwarded, limiter.AdminOp) (limiter.KeyInfo, error) {
+	return limiter.KeyInfo{}, p.unsent()
+}
+
 // A check whose owner answers that the call reached it too late (its
 // deadline had passed there, so it decided nothing) is answered by the
 // limit's failure mode while the caller still waits, not with the owner's

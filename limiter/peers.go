@@ -132,4 +132,12 @@ type Peers interface {
 	// Replicate sends copies of states this node owns to node to, an heir
 	// of their keys (see replicate.go).
 	Replicate(ctx context.Context, to ring.Member, entries []store.Entry) error
+	// Admin inspects or resets (op) the key of item on node to, its
+	// owner (see admin.go).
+	Admin(ctx context.Context, to ring.Member, hops int, item Forwarded, op AdminOp) (KeyInfo, error)
+	// CheckAtomic decides items all or nothing on node to, the owner of
+	// every item's key (see atomic.go), and fills out[i] for items[i]. An
+	// owner that does not own them all answers an error wrapping
+	// ErrAtomicElsewhere.
+	CheckAtomic(ctx context.Context, to ring.Member, hops int, items []Forwarded, out []Answer) error
 }

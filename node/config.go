@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,6 +117,19 @@ type Config struct {
 	// and re-read on SIGHUP (Reload), so a secret rotates without a
 	// restart. Not with GossipKeyFile or PeerTLSCertFile.
 	ClusterSecretFile string
+	// AdminNames are the client certificate names (subject common name,
+	// or a DNS, URI or e-mail SAN of a certificate the public listeners'
+	// mTLS verified) allowed the admin calls, sluice.v1.Admin and
+	// /v1/admin/... (inspect and reset a key).
+	AdminNames []string
+	// AdminTokenFile, if not empty, holds admin bearer tokens: one a line,
+	// standard base64 of at least 16 random bytes (`openssl rand -base64
+	// 32`), '#' comments; a caller presents one as "authorization: Bearer
+	// TOKEN". The file is re-read when it changes (checked at an admin
+	// call, at most once a second); a bad file then keeps the tokens in
+	// force. A bad file at start is an error of New. With neither this
+	// nor AdminNames, admin calls are refused.
+	AdminTokenFile string
 	// Insecure runs the cluster without authentication: no secret, no
 	// peer mTLS, and peer and gossip ports open to anyone who reaches
 	// them. A node without any of ClusterSecretFile, peer mTLS and
@@ -333,6 +347,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: DataSyncInterval: must be in (0, %s] with DataDir, got %s", ErrInvalidConfig, persist.MaxSyncInterval, c.DataSyncInterval)
 	case c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > limiter.MaxLeaseTTL:
 		return fmt.Errorf("%w: MaxLeaseTTL: must be in [0, %s] (0 = %s), got %s", ErrInvalidConfig, limiter.MaxLeaseTTL, limiter.DefaultMaxLeaseTTL, c.MaxLeaseTTL)
+	case slices.Contains(c.AdminNames, ""):
+		return fmt.Errorf("%w: AdminNames: must not hold an empty name", ErrInvalidConfig)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("%w: ShutdownTimeout: must be > 0", ErrInvalidConfig)
 	case c.RLSXDS != nil && c.RLSConfig != "":

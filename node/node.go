@@ -230,6 +230,11 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	api.RegisterMembership(n.grpc.Server, cfg.NodeName, n.members, n.topology, n.membershipOptions()...)
+	admin, err := n.newAdmin(reg)
+	if err != nil {
+		return nil, err
+	}
+	admin.Register(n.grpc.Server)
 	if err = n.newRLS(reg, tm); err != nil {
 		return nil, err
 	}
@@ -248,6 +253,7 @@ func New(cfg Config) (n *Node, err error) {
 		RequireClientCert: n.sec.clientAuth,
 		UI:                n.uiConfig(),
 		RLS:               n.rls,
+		Admin:             admin,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

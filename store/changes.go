@@ -17,7 +17,9 @@ import (
 // listing keys and marks its shard for a whole export instead, so the logs'
 // memory stays bounded however long nobody drains them. A state deleted
 // (refilled, swept, moved away) is not exported: a copy of its older state
-// elsewhere expires no later than it would have.
+// elsewhere expires no later than it would have. A state deleted by Reset
+// is, as a tombstone (a zero Entry), unless its shard's log overflowed
+// meanwhile (the copy then keeps the older count until it expires).
 
 // changeLog is the change log of one shard, padded to a cache line so
 // that neighbouring shards' logs never share one. A token bucket's write
@@ -103,8 +105,11 @@ func (s *Store) ExportChanged(now int64, fn func(Entry) bool) {
 			// algorithm's state of it.
 			cs = append(cs[:0], lg.changes...)
 			slices.SortStableFunc(cs, func(a, b change) int { return cmp.Compare(a.key, b.key) })
-			look := false
+			look, gone := false, uint16(0)
 			for j, c := range cs {
+				if a, ok := tombstoneOf(c.tat); ok {
+					look, gone = true, gone|1<<a
+				}
 				look = look || c.tat == lookUp
 				switch {
 				case j+1 < len(cs) && cs[j+1].key == c.key:
@@ -112,11 +117,12 @@ func (s *Store) ExportChanged(now int64, fn func(Entry) bool) {
 				case look:
 					from := len(buf)
 					buf = exportShardKeys(buf, sh, now, c.key)
+					buf = appendTombstones(buf, from, c.key, gone)
 					buf = s.exportResv(buf, from, c.key, now)
 				case c.tat > now:
 					buf = append(buf, Entry{Key: c.key, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: c.tat}})
 				}
-				look = false
+				look, gone = false, 0
 			}
 		}
 		lg.all, lg.changes = false, lg.changes[:0]

@@ -167,7 +167,8 @@ func (s *Store) Import(e Entry, now int64) error { return s.put(e, now, true) }
 
 // Replace stores e as key e.Key's state of e.Algorithm, in place of any
 // it had (a replica from the key's owner, whose state is the truth). It
-// refuses what Import refuses, and ignores a zero state likewise.
+// refuses what Import refuses. A zero state (a tombstone: see Reset)
+// deletes the key's state of e.Algorithm.
 func (s *Store) Replace(e Entry, now int64) error { return s.put(e, now, false) }
 
 // put is Import (merge) or Replace.
@@ -176,6 +177,13 @@ func (s *Store) put(e Entry, now int64, merge bool) error {
 		return err
 	}
 	if e.isZero(now) {
+		if !merge {
+			// A replica's tombstone: its owner reset the key (Reset).
+			sh := s.shardOf(e.Key)
+			sh.mu.Lock()
+			s.deleteAlgorithm(sh, e.Key, e.Algorithm)
+			sh.mu.Unlock()
+		}
 		return nil
 	}
 	sh := s.shardOf(e.Key)
@@ -184,9 +192,19 @@ func (s *Store) put(e Entry, now int64, merge bool) error {
 	if len(e.Reservations) > 0 {
 		s.importResv(&e, now)
 		if e.stateIsZero(now) {
+			if !merge {
+				// The owner holds no state but reservations: its
+				// state is the truth (a reset, an expiry).
+				s.deleteAlgorithm(sh, e.Key, e.Algorithm)
+			}
 			return nil
 		}
 	}
+	return s.putLocked(sh, e, now, merge)
+}
+
+// putLocked is put of a live, valid e with sh, e.Key's shard, locked.
+func (s *Store) putLocked(sh *shard, e Entry, now int64, merge bool) error {
 	switch e.Algorithm {
 	case bucket.TokenBucket:
 		old, ok := sh.tokens[e.Key]

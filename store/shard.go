@@ -200,6 +200,11 @@ func (s *Store) takeWindowLocked(sh *shard, m *map[uint64]bucket.WindowState,
 func (s *Store) takeLog(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return s.takeLogLocked(sh, key, l, now, cost, as)
+}
+
+// takeLogLocked is takeLog with sh.mu held.
+func (s *Store) takeLogLocked(sh *shard, key uint64, l bucket.Limit, now, cost int64, as Use) (bucket.Result, error) {
 	old, ok := sh.logs[key]
 	in := bucket.LogState{Entries: old.entries}
 	if ok && old.expiresAt() <= now {

@@ -33,6 +33,8 @@ type PeerService interface {
 	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
+	AdminForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error)
+	CheckAtomicForwarded(ctx context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error
 }
 
 var _ PeerService = (*limiter.Limiter)(nil)
@@ -135,10 +137,12 @@ const (
 	peerRaft
 	peerReserve
 	peerSettle
+	peerAdmin
+	peerCheckAtomic
 	numPeerMethods
 )
 
-var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft", "Reserve", "Settle"}
+var peerMethods = [numPeerMethods]string{"Check", "Acquire", "Release", "Fetch", "Handoff", "Raft", "Reserve", "Settle", "Admin", "CheckAtomic"}
 
 // peerServer implements sluicev1.PeerServer over a PeerService.
 type peerServer struct {

@@ -157,6 +157,41 @@ func (f *fakePeer) AcceptReplicas(_ context.Context, from string, entries []stor
 	return 0, nil
 }
 
+func (f *fakePeer) AdminForwarded(_ context.Context, from string, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error) {
+	f.mu.Lock()
+	f.lastFrom, f.lastHops = from, hops
+	f.mu.Unlock()
+	t := now()
+	if op.Reset {
+		remaining := op.Remaining
+		if remaining == limiter.ResetFull {
+			remaining = item.Limit.Capacity()
+		}
+		if err := f.st.Reset(item.Hash, item.Limit, t, remaining); err != nil {
+			return limiter.KeyInfo{}, err
+		}
+	}
+	res, err := f.st.Take(item.Hash, item.Limit, t, 0)
+	return limiter.KeyInfo{Owner: "fake", Result: res, Now: t}, err
+}
+
+func (f *fakePeer) CheckAtomicForwarded(_ context.Context, from string, hops int, items []limiter.Forwarded, out []limiter.Answer) error {
+	f.mu.Lock()
+	f.lastFrom, f.lastHops = from, hops
+	f.mu.Unlock()
+	ai := make([]store.AtomicItem, len(items))
+	for i, it := range items {
+		ai[i] = store.AtomicItem{Key: it.Hash, Limit: it.Limit, Cost: it.Cost}
+	}
+	res := make([]bucket.Result, len(items))
+	kept, err := f.st.TakeAll(ai, now(), res)
+	for i := range out {
+		out[i] = limiter.Answer{Result: res[i], Err: err}
+		out[i].Allowed = out[i].Allowed && kept
+	}
+	return nil
+}
+
 // checkStats returns the number of Check RPCs and items the fake saw.
 func (f *fakePeer) checkStats() (rpcs, items int) {
 	f.mu.Lock()

@@ -33,6 +33,8 @@ var serveFlags = map[string]string{
 	"GossipKeys":                   "cluster-secret-file", // cluster.Config, derived from the secret
 	"ClusterSecretFile":            "cluster-secret-file",
 	"Insecure":                     "insecure",
+	"AdminNames":                   "admin-names",
+	"AdminTokenFile":               "admin-token-file",
 	"Join":                         "join",
 	"PeerTimeout":                  "peer-timeout",
 	"BatchWindow":                  "batch-window",

@@ -40,6 +40,8 @@ var commands = []command{
 	{"usage", "read a key's usage without spending", runUsage},
 	{"rls", "send one Envoy RLS ShouldRateLimit (exit 0 OK, 1 over the limit, 2 error)", runRLS},
 	{"members", "list the cluster's members as a node sees them", runMembers},
+	{"inspect", "show a key's state on its owner (an admin identity only)", runInspect},
+	{"reset", "set a key to full, or to --remaining, on its owner (an admin identity only)", runReset},
 	{"bench", "drive load at nodes: checks/s, latency percentiles, accuracy audit", runBench},
 	{"plan", "estimate a cluster's memory, CPU and network from its checks/s and keys", runPlan},
 	{"version", "print the version", runVersion},

@@ -43,6 +43,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "encrypt gossip with the keys in this file: one base64 AES key (16, 24 or 32 bytes) per line, the first encrypts, all decrypt; watched and reloaded on SIGHUP, so keys rotate without a restart (default: gossip in clear text)")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "authenticate the cluster with the shared secret in this file, the same on every node: one secret per line, standard base64 of 32 to 64 random bytes (openssl rand -base64 32), the first presented, all accepted; gossip keys and the peer port's TLS identity derive from it; watched and reloaded on SIGHUP, so a secret rotates without a restart (add the new line second, then move it first, then drop the old). Without it, peer mTLS or --insecure, --join is refused and a node alone keeps its peer and gossip ports on 127.0.0.1")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "run the cluster without authentication: anyone who reaches the peer and gossip ports can join, read and change counters; logged as a WARN at every start, shown on /ui and by sluice members, and sluice_insecure 1")
+	var adminNames listFlag
+	fs.Var(&adminNames, "admin-names", "comma-separated client certificate names (subject CN, or a DNS, URI or e-mail SAN of a certificate --tls-client-ca-file verifies) allowed the admin calls: inspect and reset a key (sluice inspect, sluice reset)")
+	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, standard base64 of at least 16 random bytes (openssl rand -base64 32), allowed the admin calls as \"authorization: Bearer TOKEN\"; re-read when it changes (without it and --admin-names, admin calls are refused)")
 	fs.Var(&join, "join", "comma-separated host:port gossip seeds to join; a host may be a DNS name with several addresses")
 	fs.DurationVar(&cfg.PeerTimeout, "peer-timeout", cfg.PeerTimeout, "deadline of each call to another node")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "how many heirs of each key (the nodes that take it over if its owner dies) keep a copy of its state; 0: off")
@@ -99,6 +102,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	cfg.Join = join
+	cfg.AdminNames = adminNames
 	cfg.RLSXDS = rlsXDS.settings()
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

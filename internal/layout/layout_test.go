@@ -45,10 +45,10 @@ var allowed = map[string][]string{
 	"limiter/limitertest":    {"bucket", "ring", "store", "policy", "limiter", "internal/identity"},
 	"cluster":                {"internal/keyfile"},
 	"epoch":                  {"ring"}, // the agreed ring; node is its only intended importer
-	"api":                    {"bucket", "ring", "store", "policy", "limiter", "rls", "internal/activity", "internal/rlheader", "internal/wire", "proto/sluice/v1"},
+	"api":                    {"bucket", "ring", "store", "policy", "limiter", "rls", "internal/activity", "internal/logcap", "internal/rlheader", "internal/wire", "proto/sluice/v1"},
 	"transport":              {"bucket", "ring", "store", "policy", "limiter", "internal/wire", "proto/sluice/v1"},
 	"node": {"bucket", "ring", "store", "policy", "limiter", "rls", "rls/xds", "cluster", "epoch", "api", "transport", "internal/persist",
-		"internal/activity", "internal/clustersecret", "internal/logcap", "internal/tlsconfig", "internal/version", "internal/wire"},
+		"internal/activity", "internal/clustersecret", "internal/keyfile", "internal/logcap", "internal/tlsconfig", "internal/version", "internal/wire"},
 	"client":            {"bucket", "ring", "internal/grant", "internal/identity", "internal/wire", "proto/sluice/v1"},
 	"client/middleware": {"client", "internal/rlheader"},
 	"internal/bench":    {"client"},

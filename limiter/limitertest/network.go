@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -58,6 +59,7 @@ const (
 	mFetch
 	mHandoff
 	mReplicate
+	mAdmin // not counted
 )
 
 // NewNetwork returns an empty network. seed drives Drop's choices, so a
@@ -402,6 +404,27 @@ func (p *peers) Settle(ctx context.Context, to ring.Member, hops int, item limit
 	}
 	a, sa, err := l.SettleForwarded(ctx, p.from, hops, item, id)
 	return a, sa, refused(to.Name, err)
+}
+
+func (p *peers) Admin(ctx context.Context, to ring.Member, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error) {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mAdmin)
+	if err != nil {
+		return limiter.KeyInfo{}, err
+	}
+	info, err := l.AdminForwarded(ctx, p.from, hops, item, op)
+	return info, refused(to.Name, err)
+}
+
+func (p *peers) CheckAtomic(ctx context.Context, to ring.Member, hops int, items []limiter.Forwarded, out []limiter.Answer) error {
+	l, err := p.n.deliver(ctx, p.from, to.Name, mCheck)
+	if err != nil {
+		return err
+	}
+	if err := l.CheckAtomicForwarded(ctx, p.from, hops, items, out); err != nil && !errors.Is(err, limiter.ErrAtomicElsewhere) {
+		return refused(to.Name, err)
+	} else {
+		return err
+	}
 }
 
 func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {

@@ -1980,6 +1980,146 @@ func (x *PeerSettleResponse) GetForgiven() int64 {
 	return 0
 }
 
+type PeerAdminRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hops  uint32                 `protobuf:"varint,2,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The key's identity and limit (cost unused).
+	Item *PeerItem `protobuf:"bytes,3,opt,name=item,proto3" json:"item,omitempty"`
+	// Reset the key rather than only inspect it.
+	ResetState bool `protobuf:"varint,4,opt,name=reset_state,json=resetState,proto3" json:"reset_state,omitempty"`
+	// For a reset: the units left after it, -1 for full.
+	Remaining     int64 `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerAdminRequest) Reset() {
+	*x = PeerAdminRequest{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerAdminRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerAdminRequest) ProtoMessage() {}
+
+func (x *PeerAdminRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerAdminRequest.ProtoReflect.Descriptor instead.
+func (*PeerAdminRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PeerAdminRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *PeerAdminRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
+}
+
+func (x *PeerAdminRequest) GetItem() *PeerItem {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *PeerAdminRequest) GetResetState() bool {
+	if x != nil {
+		return x.ResetState
+	}
+	return false
+}
+
+func (x *PeerAdminRequest) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+type PeerAdminResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Info  *KeyInfo               `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// A google.rpc.Code when the owner could not do it; 0 otherwise.
+	ErrorCode     int32  `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerAdminResponse) Reset() {
+	*x = PeerAdminResponse{}
+	mi := &file_sluice_v1_peer_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerAdminResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerAdminResponse) ProtoMessage() {}
+
+func (x *PeerAdminResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_peer_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerAdminResponse.ProtoReflect.Descriptor instead.
+func (*PeerAdminResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PeerAdminResponse) GetInfo() *KeyInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *PeerAdminResponse) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *PeerAdminResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 var File_sluice_v1_peer_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_peer_proto_rawDesc = "" +
@@ -2142,7 +2282,19 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x06actual\x18\x06 \x01(\x03R\x06actual\x12\x1a\n" +
 	"\brefunded\x18\a \x01(\x03R\brefunded\x12\x18\n" +
 	"\acharged\x18\b \x01(\x03R\acharged\x12\x1a\n" +
-	"\bforgiven\x18\t \x01(\x03R\bforgiven2\x84\x05\n" +
+	"\bforgiven\x18\t \x01(\x03R\bforgiven\"\xa2\x01\n" +
+	"\x10PeerAdminRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
+	"\x04hops\x18\x02 \x01(\rR\x04hops\x12'\n" +
+	"\x04item\x18\x03 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x1f\n" +
+	"\vreset_state\x18\x04 \x01(\bR\n" +
+	"resetState\x12\x1c\n" +
+	"\tremaining\x18\x05 \x01(\x03R\tremaining\"\x7f\n" +
+	"\x11PeerAdminResponse\x12&\n" +
+	"\x04info\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x04info\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x05R\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\x92\x06\n" +
 	"\x04Peer\x12B\n" +
 	"\x05Check\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponse\x12X\n" +
 	"\vCheckStream\x12!.sluice.v1.PeerCheckStreamRequest\x1a\".sluice.v1.PeerCheckStreamResponse(\x010\x01\x12H\n" +
@@ -2152,7 +2304,9 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\aHandoff\x12\x19.sluice.v1.HandoffRequest\x1a\x1a.sluice.v1.HandoffResponse\x12;\n" +
 	"\x04Raft\x12\x16.sluice.v1.RaftRequest\x1a\x17.sluice.v1.RaftResponse(\x010\x01\x12H\n" +
 	"\aReserve\x12\x1d.sluice.v1.PeerReserveRequest\x1a\x1e.sluice.v1.PeerReserveResponse\x12E\n" +
-	"\x06Settle\x12\x1c.sluice.v1.PeerSettleRequest\x1a\x1d.sluice.v1.PeerSettleResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\x06Settle\x12\x1c.sluice.v1.PeerSettleRequest\x1a\x1d.sluice.v1.PeerSettleResponse\x12B\n" +
+	"\x05Admin\x12\x1b.sluice.v1.PeerAdminRequest\x1a\x1c.sluice.v1.PeerAdminResponse\x12H\n" +
+	"\vCheckAtomic\x12\x1b.sluice.v1.PeerCheckRequest\x1a\x1c.sluice.v1.PeerCheckResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_peer_proto_rawDescOnce sync.Once
@@ -2166,7 +2320,7 @@ func file_sluice_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_peer_proto_rawDescData
 }
 
-var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_sluice_v1_peer_proto_goTypes = []any{
 	(*PeerLimit)(nil),               // 0: sluice.v1.PeerLimit
 	(*PeerItem)(nil),                // 1: sluice.v1.PeerItem
@@ -2192,12 +2346,15 @@ var file_sluice_v1_peer_proto_goTypes = []any{
 	(*PeerReserveResponse)(nil),     // 21: sluice.v1.PeerReserveResponse
 	(*PeerSettleRequest)(nil),       // 22: sluice.v1.PeerSettleRequest
 	(*PeerSettleResponse)(nil),      // 23: sluice.v1.PeerSettleResponse
-	(Algorithm)(0),                  // 24: sluice.v1.Algorithm
-	(Calendar)(0),                   // 25: sluice.v1.Calendar
+	(*PeerAdminRequest)(nil),        // 24: sluice.v1.PeerAdminRequest
+	(*PeerAdminResponse)(nil),       // 25: sluice.v1.PeerAdminResponse
+	(Algorithm)(0),                  // 26: sluice.v1.Algorithm
+	(Calendar)(0),                   // 27: sluice.v1.Calendar
+	(*KeyInfo)(nil),                 // 28: sluice.v1.KeyInfo
 }
 var file_sluice_v1_peer_proto_depIdxs = []int32{
-	24, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
-	25, // 1: sluice.v1.PeerLimit.calendar:type_name -> sluice.v1.Calendar
+	26, // 0: sluice.v1.PeerLimit.algorithm:type_name -> sluice.v1.Algorithm
+	27, // 1: sluice.v1.PeerLimit.calendar:type_name -> sluice.v1.Calendar
 	0,  // 2: sluice.v1.PeerItem.limit:type_name -> sluice.v1.PeerLimit
 	1,  // 3: sluice.v1.PeerCheckRequest.items:type_name -> sluice.v1.PeerItem
 	2,  // 4: sluice.v1.PeerCheckResponse.results:type_name -> sluice.v1.PeerResult
@@ -2207,7 +2364,7 @@ var file_sluice_v1_peer_proto_depIdxs = []int32{
 	2,  // 8: sluice.v1.PeerAcquireResponse.result:type_name -> sluice.v1.PeerResult
 	1,  // 9: sluice.v1.PeerReleaseRequest.item:type_name -> sluice.v1.PeerItem
 	2,  // 10: sluice.v1.PeerReleaseResponse.result:type_name -> sluice.v1.PeerResult
-	24, // 11: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
+	26, // 11: sluice.v1.KeyState.algorithm:type_name -> sluice.v1.Algorithm
 	19, // 12: sluice.v1.KeyState.reservations:type_name -> sluice.v1.PeerReservation
 	11, // 13: sluice.v1.FetchResponse.states:type_name -> sluice.v1.KeyState
 	14, // 14: sluice.v1.FetchResponse.owners:type_name -> sluice.v1.OwnerHint
@@ -2216,29 +2373,35 @@ var file_sluice_v1_peer_proto_depIdxs = []int32{
 	2,  // 17: sluice.v1.PeerReserveResponse.result:type_name -> sluice.v1.PeerResult
 	1,  // 18: sluice.v1.PeerSettleRequest.item:type_name -> sluice.v1.PeerItem
 	2,  // 19: sluice.v1.PeerSettleResponse.result:type_name -> sluice.v1.PeerResult
-	3,  // 20: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
-	5,  // 21: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
-	7,  // 22: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
-	9,  // 23: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
-	12, // 24: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
-	15, // 25: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
-	17, // 26: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
-	20, // 27: sluice.v1.Peer.Reserve:input_type -> sluice.v1.PeerReserveRequest
-	22, // 28: sluice.v1.Peer.Settle:input_type -> sluice.v1.PeerSettleRequest
-	4,  // 29: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
-	6,  // 30: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
-	8,  // 31: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
-	10, // 32: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
-	13, // 33: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
-	16, // 34: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
-	18, // 35: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
-	21, // 36: sluice.v1.Peer.Reserve:output_type -> sluice.v1.PeerReserveResponse
-	23, // 37: sluice.v1.Peer.Settle:output_type -> sluice.v1.PeerSettleResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	1,  // 20: sluice.v1.PeerAdminRequest.item:type_name -> sluice.v1.PeerItem
+	28, // 21: sluice.v1.PeerAdminResponse.info:type_name -> sluice.v1.KeyInfo
+	3,  // 22: sluice.v1.Peer.Check:input_type -> sluice.v1.PeerCheckRequest
+	5,  // 23: sluice.v1.Peer.CheckStream:input_type -> sluice.v1.PeerCheckStreamRequest
+	7,  // 24: sluice.v1.Peer.Acquire:input_type -> sluice.v1.PeerAcquireRequest
+	9,  // 25: sluice.v1.Peer.Release:input_type -> sluice.v1.PeerReleaseRequest
+	12, // 26: sluice.v1.Peer.Fetch:input_type -> sluice.v1.FetchRequest
+	15, // 27: sluice.v1.Peer.Handoff:input_type -> sluice.v1.HandoffRequest
+	17, // 28: sluice.v1.Peer.Raft:input_type -> sluice.v1.RaftRequest
+	20, // 29: sluice.v1.Peer.Reserve:input_type -> sluice.v1.PeerReserveRequest
+	22, // 30: sluice.v1.Peer.Settle:input_type -> sluice.v1.PeerSettleRequest
+	24, // 31: sluice.v1.Peer.Admin:input_type -> sluice.v1.PeerAdminRequest
+	3,  // 32: sluice.v1.Peer.CheckAtomic:input_type -> sluice.v1.PeerCheckRequest
+	4,  // 33: sluice.v1.Peer.Check:output_type -> sluice.v1.PeerCheckResponse
+	6,  // 34: sluice.v1.Peer.CheckStream:output_type -> sluice.v1.PeerCheckStreamResponse
+	8,  // 35: sluice.v1.Peer.Acquire:output_type -> sluice.v1.PeerAcquireResponse
+	10, // 36: sluice.v1.Peer.Release:output_type -> sluice.v1.PeerReleaseResponse
+	13, // 37: sluice.v1.Peer.Fetch:output_type -> sluice.v1.FetchResponse
+	16, // 38: sluice.v1.Peer.Handoff:output_type -> sluice.v1.HandoffResponse
+	18, // 39: sluice.v1.Peer.Raft:output_type -> sluice.v1.RaftResponse
+	21, // 40: sluice.v1.Peer.Reserve:output_type -> sluice.v1.PeerReserveResponse
+	23, // 41: sluice.v1.Peer.Settle:output_type -> sluice.v1.PeerSettleResponse
+	25, // 42: sluice.v1.Peer.Admin:output_type -> sluice.v1.PeerAdminResponse
+	4,  // 43: sluice.v1.Peer.CheckAtomic:output_type -> sluice.v1.PeerCheckResponse
+	33, // [33:44] is the sub-list for method output_type
+	22, // [22:33] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_peer_proto_init() }
@@ -2253,7 +2416,7 @@ func file_sluice_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_peer_proto_rawDesc), len(file_sluice_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

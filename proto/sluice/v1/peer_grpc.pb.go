@@ -31,6 +31,8 @@ const (
 	Peer_Raft_FullMethodName        = "/sluice.v1.Peer/Raft"
 	Peer_Reserve_FullMethodName     = "/sluice.v1.Peer/Reserve"
 	Peer_Settle_FullMethodName      = "/sluice.v1.Peer/Settle"
+	Peer_Admin_FullMethodName       = "/sluice.v1.Peer/Admin"
+	Peer_CheckAtomic_FullMethodName = "/sluice.v1.Peer/CheckAtomic"
 )
 
 // PeerClient is the client API for Peer service.
@@ -74,6 +76,16 @@ type PeerClient interface {
 	Reserve(ctx context.Context, in *PeerReserveRequest, opts ...grpc.CallOption) (*PeerReserveResponse, error)
 	// Settle settles a reservation on the owner with the actual cost.
 	Settle(ctx context.Context, in *PeerSettleRequest, opts ...grpc.CallOption) (*PeerSettleResponse, error)
+	// Admin inspects or resets a key on its owner (sluice.v1.Admin
+	// forwarded). A node that predates it answers UNIMPLEMENTED, and the
+	// admin call fails naming the owner.
+	Admin(ctx context.Context, in *PeerAdminRequest, opts ...grpc.CallOption) (*PeerAdminResponse, error)
+	// CheckAtomic decides forwarded items all or nothing (an atomic
+	// sluice.v1 Check whose keys all live on this node): no item is charged
+	// unless every item is allowed. FAILED_PRECONDITION when this node does
+	// not own every key, nothing charged; a node that predates it answers
+	// UNIMPLEMENTED.
+	CheckAtomic(ctx context.Context, in *PeerCheckRequest, opts ...grpc.CallOption) (*PeerCheckResponse, error)
 }
 
 type peerClient struct {
@@ -180,6 +192,26 @@ func (c *peerClient) Settle(ctx context.Context, in *PeerSettleRequest, opts ...
 	return out, nil
 }
 
+func (c *peerClient) Admin(ctx context.Context, in *PeerAdminRequest, opts ...grpc.CallOption) (*PeerAdminResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerAdminResponse)
+	err := c.cc.Invoke(ctx, Peer_Admin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) CheckAtomic(ctx context.Context, in *PeerCheckRequest, opts ...grpc.CallOption) (*PeerCheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerCheckResponse)
+	err := c.cc.Invoke(ctx, Peer_CheckAtomic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -221,6 +253,16 @@ type PeerServer interface {
 	Reserve(context.Context, *PeerReserveRequest) (*PeerReserveResponse, error)
 	// Settle settles a reservation on the owner with the actual cost.
 	Settle(context.Context, *PeerSettleRequest) (*PeerSettleResponse, error)
+	// Admin inspects or resets a key on its owner (sluice.v1.Admin
+	// forwarded). A node that predates it answers UNIMPLEMENTED, and the
+	// admin call fails naming the owner.
+	Admin(context.Context, *PeerAdminRequest) (*PeerAdminResponse, error)
+	// CheckAtomic decides forwarded items all or nothing (an atomic
+	// sluice.v1 Check whose keys all live on this node): no item is charged
+	// unless every item is allowed. FAILED_PRECONDITION when this node does
+	// not own every key, nothing charged; a node that predates it answers
+	// UNIMPLEMENTED.
+	CheckAtomic(context.Context, *PeerCheckRequest) (*PeerCheckResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -257,6 +299,12 @@ func (UnimplementedPeerServer) Reserve(context.Context, *PeerReserveRequest) (*P
 }
 func (UnimplementedPeerServer) Settle(context.Context, *PeerSettleRequest) (*PeerSettleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
+}
+func (UnimplementedPeerServer) Admin(context.Context, *PeerAdminRequest) (*PeerAdminResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Admin not implemented")
+}
+func (UnimplementedPeerServer) CheckAtomic(context.Context, *PeerCheckRequest) (*PeerCheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAtomic not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -419,6 +467,42 @@ func _Peer_Settle_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Admin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerAdminRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Admin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Admin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Admin(ctx, req.(*PeerAdminRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_CheckAtomic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerCheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).CheckAtomic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_CheckAtomic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).CheckAtomic(ctx, req.(*PeerCheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -453,6 +537,14 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Settle",
 			Handler:    _Peer_Settle_Handler,
+		},
+		{
+			MethodName: "Admin",
+			Handler:    _Peer_Admin_Handler,
+		},
+		{
+			MethodName: "CheckAtomic",
+			Handler:    _Peer_CheckAtomic_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

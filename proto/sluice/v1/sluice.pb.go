@@ -13,6 +13,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -494,7 +495,15 @@ func (*CheckItem_Policy) isCheckItem_Spec() {}
 type CheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 1000 items.
-	Items         []*CheckItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*CheckItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// All or nothing: no item is charged unless every item is allowed
+	// (when one is denied, every result says allowed false and nothing was
+	// spent). Every item's key must live on one node (a node of one, or keys
+	// of one owner; the node asked forwards them there): keys on several
+	// nodes are FAILED_PRECONDITION, nothing spent. No up_to items, no
+	// concurrency limits; grants and failure modes do not answer an atomic
+	// check (an unreachable owner is UNAVAILABLE).
+	Atomic        bool `protobuf:"varint,2,opt,name=atomic,proto3" json:"atomic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -534,6 +543,13 @@ func (x *CheckRequest) GetItems() []*CheckItem {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *CheckRequest) GetAtomic() bool {
+	if x != nil {
+		return x.Atomic
+	}
+	return false
 }
 
 // ItemError is a failure of one item that is not the caller's fault to fix
@@ -1516,6 +1532,507 @@ func (x *ReleaseResponse) GetRemaining() int64 {
 	return 0
 }
 
+type InspectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key, 1 to 1024 bytes, as a check names it.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to Spec:
+	//
+	//	*InspectRequest_Limit
+	//	*InspectRequest_Policy
+	Spec          isInspectRequest_Spec `protobuf_oneof:"spec"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectRequest) Reset() {
+	*x = InspectRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectRequest) ProtoMessage() {}
+
+func (x *InspectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
+func (*InspectRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InspectRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *InspectRequest) GetSpec() isInspectRequest_Spec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *InspectRequest) GetLimit() *Limit {
+	if x != nil {
+		if x, ok := x.Spec.(*InspectRequest_Limit); ok {
+			return x.Limit
+		}
+	}
+	return nil
+}
+
+func (x *InspectRequest) GetPolicy() string {
+	if x != nil {
+		if x, ok := x.Spec.(*InspectRequest_Policy); ok {
+			return x.Policy
+		}
+	}
+	return ""
+}
+
+type isInspectRequest_Spec interface {
+	isInspectRequest_Spec()
+}
+
+type InspectRequest_Limit struct {
+	// An inline limit, as a check gives it.
+	Limit *Limit `protobuf:"bytes,2,opt,name=limit,proto3,oneof"`
+}
+
+type InspectRequest_Policy struct {
+	// The name of a configured policy.
+	Policy string `protobuf:"bytes,3,opt,name=policy,proto3,oneof"`
+}
+
+func (*InspectRequest_Limit) isInspectRequest_Spec() {}
+
+func (*InspectRequest_Policy) isInspectRequest_Spec() {}
+
+type InspectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *KeyInfo               `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectResponse) Reset() {
+	*x = InspectResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectResponse) ProtoMessage() {}
+
+func (x *InspectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
+func (*InspectResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *InspectResponse) GetKey() *KeyInfo {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+type ResetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to Spec:
+	//
+	//	*ResetRequest_Limit
+	//	*ResetRequest_Policy
+	Spec isResetRequest_Spec `protobuf_oneof:"spec"`
+	// The units left after the reset, 0 to the limit's capacity; absent
+	// means full. Not for a concurrency limit (its reset drops its leases).
+	Remaining     *int64 `protobuf:"varint,4,opt,name=remaining,proto3,oneof" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetRequest) Reset() {
+	*x = ResetRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetRequest) ProtoMessage() {}
+
+func (x *ResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
+func (*ResetRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ResetRequest) GetSpec() isResetRequest_Spec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ResetRequest) GetLimit() *Limit {
+	if x != nil {
+		if x, ok := x.Spec.(*ResetRequest_Limit); ok {
+			return x.Limit
+		}
+	}
+	return nil
+}
+
+func (x *ResetRequest) GetPolicy() string {
+	if x != nil {
+		if x, ok := x.Spec.(*ResetRequest_Policy); ok {
+			return x.Policy
+		}
+	}
+	return ""
+}
+
+func (x *ResetRequest) GetRemaining() int64 {
+	if x != nil && x.Remaining != nil {
+		return *x.Remaining
+	}
+	return 0
+}
+
+type isResetRequest_Spec interface {
+	isResetRequest_Spec()
+}
+
+type ResetRequest_Limit struct {
+	Limit *Limit `protobuf:"bytes,2,opt,name=limit,proto3,oneof"`
+}
+
+type ResetRequest_Policy struct {
+	Policy string `protobuf:"bytes,3,opt,name=policy,proto3,oneof"`
+}
+
+func (*ResetRequest_Limit) isResetRequest_Spec() {}
+
+func (*ResetRequest_Policy) isResetRequest_Spec() {}
+
+type ResetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key after the reset.
+	Key           *KeyInfo `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetResponse) Reset() {
+	*x = ResetResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetResponse) ProtoMessage() {}
+
+func (x *ResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
+func (*ResetResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResetResponse) GetKey() *KeyInfo {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// KeyInfo is one key's state on its owner.
+type KeyInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of the node that owns the key and answered.
+	Owner     string    `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Algorithm Algorithm `protobuf:"varint,2,opt,name=algorithm,proto3,enum=sluice.v1.Algorithm" json:"algorithm,omitempty"`
+	// The policy's name, empty for an inline limit.
+	Policy string `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The limit's capacity (a token bucket's burst).
+	Limit int64 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Units that could be spent now (tokens in a token bucket).
+	Remaining int64 `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// Time until the key is full again (bucket full, or window over).
+	ResetAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// When the key is full again: the answering node's clock plus
+	// reset_after.
+	ResetAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
+	// Window algorithms: the start of the current window (unset for the
+	// others, or when the key has no state).
+	WindowStart *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=window_start,json=windowStart,proto3" json:"window_start,omitempty"`
+	// Whether the owner holds a state for the key (a full or unused key
+	// has none).
+	Exists bool `protobuf:"varint,9,opt,name=exists,proto3" json:"exists,omitempty"`
+	// Token buckets: the grants the owner has given out of this key and
+	// not seen returned or expired, and their tokens.
+	Grants        int32 `protobuf:"varint,10,opt,name=grants,proto3" json:"grants,omitempty"`
+	GrantedTokens int64 `protobuf:"varint,11,opt,name=granted_tokens,json=grantedTokens,proto3" json:"granted_tokens,omitempty"`
+	// Concurrency limits: the live leases, at most 100 of them listed
+	// (lease_count counts all).
+	Leases        []*LeaseInfo `protobuf:"bytes,12,rep,name=leases,proto3" json:"leases,omitempty"`
+	LeaseCount    int32        `protobuf:"varint,13,opt,name=lease_count,json=leaseCount,proto3" json:"lease_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyInfo) Reset() {
+	*x = KeyInfo{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyInfo) ProtoMessage() {}
+
+func (x *KeyInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
+func (*KeyInfo) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *KeyInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *KeyInfo) GetAlgorithm() Algorithm {
+	if x != nil {
+		return x.Algorithm
+	}
+	return Algorithm_ALGORITHM_UNSPECIFIED
+}
+
+func (x *KeyInfo) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *KeyInfo) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *KeyInfo) GetResetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResetAt
+	}
+	return nil
+}
+
+func (x *KeyInfo) GetWindowStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WindowStart
+	}
+	return nil
+}
+
+func (x *KeyInfo) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *KeyInfo) GetGrants() int32 {
+	if x != nil {
+		return x.Grants
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetGrantedTokens() int64 {
+	if x != nil {
+		return x.GrantedTokens
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetLeases() []*LeaseInfo {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *KeyInfo) GetLeaseCount() int32 {
+	if x != nil {
+		return x.LeaseCount
+	}
+	return 0
+}
+
+// LeaseInfo describes one live lease (not its ID, which stays its
+// holder's secret).
+type LeaseInfo struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Cost         int64                  `protobuf:"varint,1,opt,name=cost,proto3" json:"cost,omitempty"`
+	ExpiresAfter *durationpb.Duration   `protobuf:"bytes,2,opt,name=expires_after,json=expiresAfter,proto3" json:"expires_after,omitempty"`
+	// Whether the lease is bound to a client certificate's identity.
+	Bound         bool `protobuf:"varint,3,opt,name=bound,proto3" json:"bound,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseInfo) Reset() {
+	*x = LeaseInfo{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseInfo) ProtoMessage() {}
+
+func (x *LeaseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseInfo.ProtoReflect.Descriptor instead.
+func (*LeaseInfo) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *LeaseInfo) GetCost() int64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+func (x *LeaseInfo) GetExpiresAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ExpiresAfter
+	}
+	return nil
+}
+
+func (x *LeaseInfo) GetBound() bool {
+	if x != nil {
+		return x.Bound
+	}
+	return false
+}
+
 type MembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1524,7 +2041,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +2053,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +2066,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
 }
 
 type Member struct {
@@ -1579,7 +2096,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +2108,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +2121,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Member) GetName() string {
@@ -1676,7 +2193,7 @@ type RingConfig struct {
 
 func (x *RingConfig) Reset() {
 	*x = RingConfig{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +2205,7 @@ func (x *RingConfig) String() string {
 func (*RingConfig) ProtoMessage() {}
 
 func (x *RingConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +2218,7 @@ func (x *RingConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingConfig.ProtoReflect.Descriptor instead.
 func (*RingConfig) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RingConfig) GetPartitionCount() int32 {
@@ -1741,7 +2258,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +2270,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +2283,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MembersResponse) GetNode() string {
@@ -1814,7 +2331,7 @@ type ReserveItem struct {
 
 func (x *ReserveItem) Reset() {
 	*x = ReserveItem{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2343,7 @@ func (x *ReserveItem) String() string {
 func (*ReserveItem) ProtoMessage() {}
 
 func (x *ReserveItem) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2356,7 @@ func (x *ReserveItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveItem.ProtoReflect.Descriptor instead.
 func (*ReserveItem) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReserveItem) GetKey() string {
@@ -1911,7 +2428,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2440,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2453,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReserveRequest) GetItems() []*ReserveItem {
@@ -1978,7 +2495,7 @@ type ReserveResult struct {
 
 func (x *ReserveResult) Reset() {
 	*x = ReserveResult{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2507,7 @@ func (x *ReserveResult) String() string {
 func (*ReserveResult) ProtoMessage() {}
 
 func (x *ReserveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2520,7 @@ func (x *ReserveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResult.ProtoReflect.Descriptor instead.
 func (*ReserveResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReserveResult) GetAllowed() bool {
@@ -2088,7 +2605,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2617,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2630,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReserveResponse) GetAllowed() bool {
@@ -2149,7 +2666,7 @@ type SettleItem struct {
 
 func (x *SettleItem) Reset() {
 	*x = SettleItem{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2678,7 @@ func (x *SettleItem) String() string {
 func (*SettleItem) ProtoMessage() {}
 
 func (x *SettleItem) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2691,7 @@ func (x *SettleItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleItem.ProtoReflect.Descriptor instead.
 func (*SettleItem) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SettleItem) GetKey() string {
@@ -2249,7 +2766,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2778,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2791,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SettleRequest) GetItems() []*SettleItem {
@@ -2309,7 +2826,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2838,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2851,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SettleResult) GetAlreadySettled() bool {
@@ -2416,7 +2933,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2945,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2958,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SettleResponse) GetResults() []*SettleResult {
@@ -2455,7 +2972,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\"\xa2\x02\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x02\n" +
 	"\x05Limit\x122\n" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x121\n" +
@@ -2471,9 +2988,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04cost\x18\x04 \x01(\x03H\x01R\x04cost\x88\x01\x01\x12\x13\n" +
 	"\x05up_to\x18\x05 \x01(\bR\x04upToB\x06\n" +
 	"\x04specB\a\n" +
-	"\x05_cost\":\n" +
+	"\x05_cost\"R\n" +
 	"\fCheckRequest\x12*\n" +
-	"\x05items\x18\x01 \x03(\v2\x14.sluice.v1.CheckItemR\x05items\"O\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.sluice.v1.CheckItemR\x05items\x12\x16\n" +
+	"\x06atomic\x18\x02 \x01(\bR\x06atomic\"O\n" +
 	"\tItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -2550,7 +3068,45 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04spec\"K\n" +
 	"\x0fReleaseResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\x12\x1c\n" +
-	"\tremaining\x18\x02 \x01(\x03R\tremaining\"\x10\n" +
+	"\tremaining\x18\x02 \x01(\x03R\tremaining\"n\n" +
+	"\x0eInspectRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
+	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
+	"\x06policy\x18\x03 \x01(\tH\x00R\x06policyB\x06\n" +
+	"\x04spec\"7\n" +
+	"\x0fInspectResponse\x12$\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x03key\"\x9d\x01\n" +
+	"\fResetRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
+	"\x05limit\x18\x02 \x01(\v2\x10.sluice.v1.LimitH\x00R\x05limit\x12\x18\n" +
+	"\x06policy\x18\x03 \x01(\tH\x00R\x06policy\x12!\n" +
+	"\tremaining\x18\x04 \x01(\x03H\x01R\tremaining\x88\x01\x01B\x06\n" +
+	"\x04specB\f\n" +
+	"\n" +
+	"_remaining\"5\n" +
+	"\rResetResponse\x12$\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x03key\"\xf7\x03\n" +
+	"\aKeyInfo\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x122\n" +
+	"\talgorithm\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x16\n" +
+	"\x06policy\x18\x03 \x01(\tR\x06policy\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12\x1c\n" +
+	"\tremaining\x18\x05 \x01(\x03R\tremaining\x12:\n" +
+	"\vreset_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x125\n" +
+	"\breset_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aresetAt\x12=\n" +
+	"\fwindow_start\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vwindowStart\x12\x16\n" +
+	"\x06exists\x18\t \x01(\bR\x06exists\x12\x16\n" +
+	"\x06grants\x18\n" +
+	" \x01(\x05R\x06grants\x12%\n" +
+	"\x0egranted_tokens\x18\v \x01(\x03R\rgrantedTokens\x12,\n" +
+	"\x06leases\x18\f \x03(\v2\x14.sluice.v1.LeaseInfoR\x06leases\x12\x1f\n" +
+	"\vlease_count\x18\r \x01(\x05R\n" +
+	"leaseCount\"u\n" +
+	"\tLeaseInfo\x12\x12\n" +
+	"\x04cost\x18\x01 \x01(\x03R\x04cost\x12>\n" +
+	"\rexpires_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\fexpiresAfter\x12\x14\n" +
+	"\x05bound\x18\x03 \x01(\bR\x05bound\"\x10\n" +
 	"\x0eMembersRequest\"\xe5\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
@@ -2659,7 +3215,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x05Grant\x12\x17.sluice.v1.GrantRequest\x1a\x18.sluice.v1.GrantResponse\x12P\n" +
 	"\vCheckStream\x12\x1d.sluice.v1.CheckStreamRequest\x1a\x1e.sluice.v1.CheckStreamResponse(\x010\x01\x12@\n" +
 	"\aReserve\x12\x19.sluice.v1.ReserveRequest\x1a\x1a.sluice.v1.ReserveResponse\x12=\n" +
-	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse2N\n" +
+	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse2\x85\x01\n" +
+	"\x05Admin\x12@\n" +
+	"\aInspect\x12\x19.sluice.v1.InspectRequest\x1a\x1a.sluice.v1.InspectResponse\x12:\n" +
+	"\x05Reset\x12\x17.sluice.v1.ResetRequest\x1a\x18.sluice.v1.ResetResponse2N\n" +
 	"\n" +
 	"Membership\x12@\n" +
 	"\aMembers\x12\x19.sluice.v1.MembersRequest\x1a\x1a.sluice.v1.MembersResponseB6Z4github.com/sluice-rl/sluice/proto/sluice/v1;sluicev1b\x06proto3"
@@ -2677,103 +3236,124 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sluice_v1_sluice_proto_goTypes = []any{
-	(Algorithm)(0),              // 0: sluice.v1.Algorithm
-	(Calendar)(0),               // 1: sluice.v1.Calendar
-	(FailureMode)(0),            // 2: sluice.v1.FailureMode
-	(Source)(0),                 // 3: sluice.v1.Source
-	(*Limit)(nil),               // 4: sluice.v1.Limit
-	(*CheckItem)(nil),           // 5: sluice.v1.CheckItem
-	(*CheckRequest)(nil),        // 6: sluice.v1.CheckRequest
-	(*ItemError)(nil),           // 7: sluice.v1.ItemError
-	(*CheckResult)(nil),         // 8: sluice.v1.CheckResult
-	(*CheckResponse)(nil),       // 9: sluice.v1.CheckResponse
-	(*CheckStreamRequest)(nil),  // 10: sluice.v1.CheckStreamRequest
-	(*CheckStreamResponse)(nil), // 11: sluice.v1.CheckStreamResponse
-	(*AcquireRequest)(nil),      // 12: sluice.v1.AcquireRequest
-	(*AcquireResponse)(nil),     // 13: sluice.v1.AcquireResponse
-	(*GrantRequest)(nil),        // 14: sluice.v1.GrantRequest
-	(*GrantResponse)(nil),       // 15: sluice.v1.GrantResponse
-	(*ReleaseRequest)(nil),      // 16: sluice.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),     // 17: sluice.v1.ReleaseResponse
-	(*MembersRequest)(nil),      // 18: sluice.v1.MembersRequest
-	(*Member)(nil),              // 19: sluice.v1.Member
-	(*RingConfig)(nil),          // 20: sluice.v1.RingConfig
-	(*MembersResponse)(nil),     // 21: sluice.v1.MembersResponse
-	(*ReserveItem)(nil),         // 22: sluice.v1.ReserveItem
-	(*ReserveRequest)(nil),      // 23: sluice.v1.ReserveRequest
-	(*ReserveResult)(nil),       // 24: sluice.v1.ReserveResult
-	(*ReserveResponse)(nil),     // 25: sluice.v1.ReserveResponse
-	(*SettleItem)(nil),          // 26: sluice.v1.SettleItem
-	(*SettleRequest)(nil),       // 27: sluice.v1.SettleRequest
-	(*SettleResult)(nil),        // 28: sluice.v1.SettleResult
-	(*SettleResponse)(nil),      // 29: sluice.v1.SettleResponse
-	nil,                         // 30: sluice.v1.MembersResponse.PoliciesEntry
-	(*durationpb.Duration)(nil), // 31: google.protobuf.Duration
+	(Algorithm)(0),                // 0: sluice.v1.Algorithm
+	(Calendar)(0),                 // 1: sluice.v1.Calendar
+	(FailureMode)(0),              // 2: sluice.v1.FailureMode
+	(Source)(0),                   // 3: sluice.v1.Source
+	(*Limit)(nil),                 // 4: sluice.v1.Limit
+	(*CheckItem)(nil),             // 5: sluice.v1.CheckItem
+	(*CheckRequest)(nil),          // 6: sluice.v1.CheckRequest
+	(*ItemError)(nil),             // 7: sluice.v1.ItemError
+	(*CheckResult)(nil),           // 8: sluice.v1.CheckResult
+	(*CheckResponse)(nil),         // 9: sluice.v1.CheckResponse
+	(*CheckStreamRequest)(nil),    // 10: sluice.v1.CheckStreamRequest
+	(*CheckStreamResponse)(nil),   // 11: sluice.v1.CheckStreamResponse
+	(*AcquireRequest)(nil),        // 12: sluice.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 13: sluice.v1.AcquireResponse
+	(*GrantRequest)(nil),          // 14: sluice.v1.GrantRequest
+	(*GrantResponse)(nil),         // 15: sluice.v1.GrantResponse
+	(*ReleaseRequest)(nil),        // 16: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 17: sluice.v1.ReleaseResponse
+	(*InspectRequest)(nil),        // 18: sluice.v1.InspectRequest
+	(*InspectResponse)(nil),       // 19: sluice.v1.InspectResponse
+	(*ResetRequest)(nil),          // 20: sluice.v1.ResetRequest
+	(*ResetResponse)(nil),         // 21: sluice.v1.ResetResponse
+	(*KeyInfo)(nil),               // 22: sluice.v1.KeyInfo
+	(*LeaseInfo)(nil),             // 23: sluice.v1.LeaseInfo
+	(*MembersRequest)(nil),        // 24: sluice.v1.MembersRequest
+	(*Member)(nil),                // 25: sluice.v1.Member
+	(*RingConfig)(nil),            // 26: sluice.v1.RingConfig
+	(*MembersResponse)(nil),       // 27: sluice.v1.MembersResponse
+	(*ReserveItem)(nil),           // 28: sluice.v1.ReserveItem
+	(*ReserveRequest)(nil),        // 29: sluice.v1.ReserveRequest
+	(*ReserveResult)(nil),         // 30: sluice.v1.ReserveResult
+	(*ReserveResponse)(nil),       // 31: sluice.v1.ReserveResponse
+	(*SettleItem)(nil),            // 32: sluice.v1.SettleItem
+	(*SettleRequest)(nil),         // 33: sluice.v1.SettleRequest
+	(*SettleResult)(nil),          // 34: sluice.v1.SettleResult
+	(*SettleResponse)(nil),        // 35: sluice.v1.SettleResponse
+	nil,                           // 36: sluice.v1.MembersResponse.PoliciesEntry
+	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.Limit.algorithm:type_name -> sluice.v1.Algorithm
-	31, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
+	37, // 1: sluice.v1.Limit.period:type_name -> google.protobuf.Duration
 	2,  // 2: sluice.v1.Limit.failure_mode:type_name -> sluice.v1.FailureMode
 	1,  // 3: sluice.v1.Limit.calendar:type_name -> sluice.v1.Calendar
 	4,  // 4: sluice.v1.CheckItem.limit:type_name -> sluice.v1.Limit
 	5,  // 5: sluice.v1.CheckRequest.items:type_name -> sluice.v1.CheckItem
-	31, // 6: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
-	31, // 7: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
+	37, // 6: sluice.v1.CheckResult.reset_after:type_name -> google.protobuf.Duration
+	37, // 7: sluice.v1.CheckResult.retry_after:type_name -> google.protobuf.Duration
 	3,  // 8: sluice.v1.CheckResult.source:type_name -> sluice.v1.Source
 	7,  // 9: sluice.v1.CheckResult.error:type_name -> sluice.v1.ItemError
 	8,  // 10: sluice.v1.CheckResponse.results:type_name -> sluice.v1.CheckResult
 	5,  // 11: sluice.v1.CheckStreamRequest.items:type_name -> sluice.v1.CheckItem
 	8,  // 12: sluice.v1.CheckStreamResponse.results:type_name -> sluice.v1.CheckResult
 	4,  // 13: sluice.v1.AcquireRequest.limit:type_name -> sluice.v1.Limit
-	31, // 14: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	31, // 15: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
-	31, // 16: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	37, // 14: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	37, // 15: sluice.v1.AcquireResponse.expires_after:type_name -> google.protobuf.Duration
+	37, // 16: sluice.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
 	3,  // 17: sluice.v1.AcquireResponse.source:type_name -> sluice.v1.Source
 	4,  // 18: sluice.v1.GrantRequest.limit:type_name -> sluice.v1.Limit
-	31, // 19: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
-	31, // 20: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
-	31, // 21: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
+	37, // 19: sluice.v1.GrantResponse.reset_after:type_name -> google.protobuf.Duration
+	37, // 20: sluice.v1.GrantResponse.retry_after:type_name -> google.protobuf.Duration
+	37, // 21: sluice.v1.GrantResponse.ttl:type_name -> google.protobuf.Duration
 	4,  // 22: sluice.v1.ReleaseRequest.limit:type_name -> sluice.v1.Limit
-	19, // 23: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
-	20, // 24: sluice.v1.MembersResponse.ring:type_name -> sluice.v1.RingConfig
-	30, // 25: sluice.v1.MembersResponse.policies:type_name -> sluice.v1.MembersResponse.PoliciesEntry
-	4,  // 26: sluice.v1.ReserveItem.limit:type_name -> sluice.v1.Limit
-	22, // 27: sluice.v1.ReserveRequest.items:type_name -> sluice.v1.ReserveItem
-	31, // 28: sluice.v1.ReserveRequest.ttl:type_name -> google.protobuf.Duration
-	31, // 29: sluice.v1.ReserveResult.reset_after:type_name -> google.protobuf.Duration
-	31, // 30: sluice.v1.ReserveResult.retry_after:type_name -> google.protobuf.Duration
-	31, // 31: sluice.v1.ReserveResult.expires_after:type_name -> google.protobuf.Duration
-	3,  // 32: sluice.v1.ReserveResult.source:type_name -> sluice.v1.Source
-	7,  // 33: sluice.v1.ReserveResult.error:type_name -> sluice.v1.ItemError
-	24, // 34: sluice.v1.ReserveResponse.results:type_name -> sluice.v1.ReserveResult
-	4,  // 35: sluice.v1.SettleItem.limit:type_name -> sluice.v1.Limit
-	26, // 36: sluice.v1.SettleRequest.items:type_name -> sluice.v1.SettleItem
-	31, // 37: sluice.v1.SettleResult.reset_after:type_name -> google.protobuf.Duration
-	28, // 38: sluice.v1.SettleResponse.results:type_name -> sluice.v1.SettleResult
-	0,  // 39: sluice.v1.MembersResponse.PoliciesEntry.value:type_name -> sluice.v1.Algorithm
-	6,  // 40: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	12, // 41: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
-	16, // 42: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
-	14, // 43: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
-	10, // 44: sluice.v1.RateLimiter.CheckStream:input_type -> sluice.v1.CheckStreamRequest
-	23, // 45: sluice.v1.RateLimiter.Reserve:input_type -> sluice.v1.ReserveRequest
-	27, // 46: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
-	18, // 47: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
-	9,  // 48: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
-	13, // 49: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
-	17, // 50: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
-	15, // 51: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
-	11, // 52: sluice.v1.RateLimiter.CheckStream:output_type -> sluice.v1.CheckStreamResponse
-	25, // 53: sluice.v1.RateLimiter.Reserve:output_type -> sluice.v1.ReserveResponse
-	29, // 54: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
-	21, // 55: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
-	48, // [48:56] is the sub-list for method output_type
-	40, // [40:48] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	4,  // 23: sluice.v1.InspectRequest.limit:type_name -> sluice.v1.Limit
+	22, // 24: sluice.v1.InspectResponse.key:type_name -> sluice.v1.KeyInfo
+	4,  // 25: sluice.v1.ResetRequest.limit:type_name -> sluice.v1.Limit
+	22, // 26: sluice.v1.ResetResponse.key:type_name -> sluice.v1.KeyInfo
+	0,  // 27: sluice.v1.KeyInfo.algorithm:type_name -> sluice.v1.Algorithm
+	37, // 28: sluice.v1.KeyInfo.reset_after:type_name -> google.protobuf.Duration
+	38, // 29: sluice.v1.KeyInfo.reset_at:type_name -> google.protobuf.Timestamp
+	38, // 30: sluice.v1.KeyInfo.window_start:type_name -> google.protobuf.Timestamp
+	23, // 31: sluice.v1.KeyInfo.leases:type_name -> sluice.v1.LeaseInfo
+	37, // 32: sluice.v1.LeaseInfo.expires_after:type_name -> google.protobuf.Duration
+	25, // 33: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
+	26, // 34: sluice.v1.MembersResponse.ring:type_name -> sluice.v1.RingConfig
+	36, // 35: sluice.v1.MembersResponse.policies:type_name -> sluice.v1.MembersResponse.PoliciesEntry
+	4,  // 36: sluice.v1.ReserveItem.limit:type_name -> sluice.v1.Limit
+	28, // 37: sluice.v1.ReserveRequest.items:type_name -> sluice.v1.ReserveItem
+	37, // 38: sluice.v1.ReserveRequest.ttl:type_name -> google.protobuf.Duration
+	37, // 39: sluice.v1.ReserveResult.reset_after:type_name -> google.protobuf.Duration
+	37, // 40: sluice.v1.ReserveResult.retry_after:type_name -> google.protobuf.Duration
+	37, // 41: sluice.v1.ReserveResult.expires_after:type_name -> google.protobuf.Duration
+	3,  // 42: sluice.v1.ReserveResult.source:type_name -> sluice.v1.Source
+	7,  // 43: sluice.v1.ReserveResult.error:type_name -> sluice.v1.ItemError
+	30, // 44: sluice.v1.ReserveResponse.results:type_name -> sluice.v1.ReserveResult
+	4,  // 45: sluice.v1.SettleItem.limit:type_name -> sluice.v1.Limit
+	32, // 46: sluice.v1.SettleRequest.items:type_name -> sluice.v1.SettleItem
+	37, // 47: sluice.v1.SettleResult.reset_after:type_name -> google.protobuf.Duration
+	34, // 48: sluice.v1.SettleResponse.results:type_name -> sluice.v1.SettleResult
+	0,  // 49: sluice.v1.MembersResponse.PoliciesEntry.value:type_name -> sluice.v1.Algorithm
+	6,  // 50: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	12, // 51: sluice.v1.RateLimiter.Acquire:input_type -> sluice.v1.AcquireRequest
+	16, // 52: sluice.v1.RateLimiter.Release:input_type -> sluice.v1.ReleaseRequest
+	14, // 53: sluice.v1.RateLimiter.Grant:input_type -> sluice.v1.GrantRequest
+	10, // 54: sluice.v1.RateLimiter.CheckStream:input_type -> sluice.v1.CheckStreamRequest
+	29, // 55: sluice.v1.RateLimiter.Reserve:input_type -> sluice.v1.ReserveRequest
+	33, // 56: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
+	18, // 57: sluice.v1.Admin.Inspect:input_type -> sluice.v1.InspectRequest
+	20, // 58: sluice.v1.Admin.Reset:input_type -> sluice.v1.ResetRequest
+	24, // 59: sluice.v1.Membership.Members:input_type -> sluice.v1.MembersRequest
+	9,  // 60: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.CheckResponse
+	13, // 61: sluice.v1.RateLimiter.Acquire:output_type -> sluice.v1.AcquireResponse
+	17, // 62: sluice.v1.RateLimiter.Release:output_type -> sluice.v1.ReleaseResponse
+	15, // 63: sluice.v1.RateLimiter.Grant:output_type -> sluice.v1.GrantResponse
+	11, // 64: sluice.v1.RateLimiter.CheckStream:output_type -> sluice.v1.CheckStreamResponse
+	31, // 65: sluice.v1.RateLimiter.Reserve:output_type -> sluice.v1.ReserveResponse
+	35, // 66: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
+	19, // 67: sluice.v1.Admin.Inspect:output_type -> sluice.v1.InspectResponse
+	21, // 68: sluice.v1.Admin.Reset:output_type -> sluice.v1.ResetResponse
+	27, // 69: sluice.v1.Membership.Members:output_type -> sluice.v1.MembersResponse
+	60, // [60:70] is the sub-list for method output_type
+	50, // [50:60] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -2797,11 +3377,19 @@ func file_sluice_v1_sluice_proto_init() {
 		(*ReleaseRequest_Limit)(nil),
 		(*ReleaseRequest_Policy)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[18].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[14].OneofWrappers = []any{
+		(*InspectRequest_Limit)(nil),
+		(*InspectRequest_Policy)(nil),
+	}
+	file_sluice_v1_sluice_proto_msgTypes[16].OneofWrappers = []any{
+		(*ResetRequest_Limit)(nil),
+		(*ResetRequest_Policy)(nil),
+	}
+	file_sluice_v1_sluice_proto_msgTypes[24].OneofWrappers = []any{
 		(*ReserveItem_Limit)(nil),
 		(*ReserveItem_Policy)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[22].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[28].OneofWrappers = []any{
 		(*SettleItem_Limit)(nil),
 		(*SettleItem_Policy)(nil),
 	}
@@ -2811,9 +3399,9 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   33,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_sluice_v1_sluice_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_sluice_proto_depIdxs,

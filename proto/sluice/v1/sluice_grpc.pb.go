@@ -39,7 +39,8 @@ const (
 type RateLimiterClient interface {
 	// Check evaluates a batch of items. Each item is evaluated on its own: an
 	// allowed item consumes its cost even if another item in the batch is
-	// denied. A cost of 0 reads usage without consuming anything.
+	// denied, unless the request is atomic (CheckRequest.atomic). A cost of 0
+	// reads usage without consuming anything.
 	// Invalid input fails the whole call with InvalidArgument before anything
 	// is consumed; the message names the field, e.g. "items[2].limit.limit".
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
@@ -170,7 +171,8 @@ func (c *rateLimiterClient) Settle(ctx context.Context, in *SettleRequest, opts 
 type RateLimiterServer interface {
 	// Check evaluates a batch of items. Each item is evaluated on its own: an
 	// allowed item consumes its cost even if another item in the batch is
-	// denied. A cost of 0 reads usage without consuming anything.
+	// denied, unless the request is atomic (CheckRequest.atomic). A cost of 0
+	// reads usage without consuming anything.
 	// Invalid input fails the whole call with InvalidArgument before anything
 	// is consumed; the message names the field, e.g. "items[2].limit.limit".
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
@@ -417,6 +419,172 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
+	Metadata: "sluice/v1/sluice.proto",
+}
+
+const (
+	Admin_Inspect_FullMethodName = "/sluice.v1.Admin/Inspect"
+	Admin_Reset_FullMethodName   = "/sluice.v1.Admin/Reset"
+)
+
+// AdminClient is the client API for Admin service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Admin lets an operator look at one key's state and reset it. Both calls
+// need an admin identity: a verified client certificate (mTLS) with a name
+// listed in the node's --admin-names, or the bearer token of its
+// --admin-token-file in the "authorization" metadata ("Bearer TOKEN").
+// Without either configured both are PERMISSION_DENIED, as is a caller
+// that presents neither. Like a check, the call goes to the key's owner;
+// an unreachable owner is UNAVAILABLE (nothing is decided locally).
+type AdminClient interface {
+	// Inspect reads a key's state on its owner, changing nothing.
+	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
+	// Reset sets a key to full, or to a given remaining, on its owner. A
+	// concurrency key's reset drops every lease it holds. Each reset is
+	// logged with the caller's identity and counted
+	// (sluice_admin_resets_total).
+	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
+}
+
+type adminClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAdminClient(cc grpc.ClientConnInterface) AdminClient {
+	return &adminClient{cc}
+}
+
+func (c *adminClient) Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InspectResponse)
+	err := c.cc.Invoke(ctx, Admin_Inspect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetResponse)
+	err := c.cc.Invoke(ctx, Admin_Reset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AdminServer is the server API for Admin service.
+// All implementations must embed UnimplementedAdminServer
+// for forward compatibility.
+//
+// Admin lets an operator look at one key's state and reset it. Both calls
+// need an admin identity: a verified client certificate (mTLS) with a name
+// listed in the node's --admin-names, or the bearer token of its
+// --admin-token-file in the "authorization" metadata ("Bearer TOKEN").
+// Without either configured both are PERMISSION_DENIED, as is a caller
+// that presents neither. Like a check, the call goes to the key's owner;
+// an unreachable owner is UNAVAILABLE (nothing is decided locally).
+type AdminServer interface {
+	// Inspect reads a key's state on its owner, changing nothing.
+	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)
+	// Reset sets a key to full, or to a given remaining, on its owner. A
+	// concurrency key's reset drops every lease it holds. Each reset is
+	// logged with the caller's identity and counted
+	// (sluice_admin_resets_total).
+	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
+	mustEmbedUnimplementedAdminServer()
+}
+
+// UnimplementedAdminServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAdminServer struct{}
+
+func (UnimplementedAdminServer) Inspect(context.Context, *InspectRequest) (*InspectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Inspect not implemented")
+}
+func (UnimplementedAdminServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
+}
+func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
+func (UnimplementedAdminServer) testEmbeddedByValue()               {}
+
+// UnsafeAdminServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AdminServer will
+// result in compilation errors.
+type UnsafeAdminServer interface {
+	mustEmbedUnimplementedAdminServer()
+}
+
+func RegisterAdminServer(s grpc.ServiceRegistrar, srv AdminServer) {
+	// If the following call panics, it indicates UnimplementedAdminServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Admin_ServiceDesc, srv)
+}
+
+func _Admin_Inspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InspectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Inspect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Inspect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Inspect(ctx, req.(*InspectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Reset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Reset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Reset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Reset(ctx, req.(*ResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Admin_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.v1.Admin",
+	HandlerType: (*AdminServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Inspect",
+			Handler:    _Admin_Inspect_Handler,
+		},
+		{
+			MethodName: "Reset",
+			Handler:    _Admin_Reset_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
 	Metadata: "sluice/v1/sluice.proto",
 }
 
