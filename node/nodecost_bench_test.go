@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -51,12 +52,19 @@ func BenchmarkNodeCheck(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				stop := startProfile(b, os.Getenv(benchNodeProfile))
+				var m0, m1 runtime.MemStats
+				runtime.ReadMemStats(&m0)
 				callgrindZero()
 				cpu := cpuTime()
 				clientCPU := c.run(b, b.N)
 				nodeCPU := cpuTime() - cpu
 				callgrindDump()
+				runtime.ReadMemStats(&m1)
 				stop()
+				// allocs/op, unrounded: make bench-check allows half an
+				// allocation for the node's background work (gossip,
+				// timers), whose share per check varies with the load.
+				b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(b.N), "node-allocs/op")
 				b.ReportMetric(float64(nodeCPU.Nanoseconds())/float64(b.N), "node-cpu-ns/op")
 				b.ReportMetric(float64(clientCPU.Nanoseconds())/float64(b.N), "client-cpu-ns/op")
 			})
