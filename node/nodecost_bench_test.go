@@ -77,16 +77,14 @@ func BenchmarkNodeCheck(b *testing.B) {
 // --dump-before (tools/bench-check.sh).
 //
 //go:noinline
-func callgrindZero() { benchMarks++ }
+func callgrindZero() {}
 
 //go:noinline
-func callgrindDump() { benchMarks++ }
+func callgrindDump() {}
 
-// underCallgrind: make bench-check runs the benchmark under callgrind.
-var underCallgrind = os.Getenv("SLUICE_BENCH_CALLGRIND") != ""
-
-// benchMarks keeps the marker functions from being optimized away.
-var benchMarks int
+// underCallgrind reports whether make bench-check runs the benchmark
+// under callgrind.
+func underCallgrind() bool { return os.Getenv("SLUICE_BENCH_CALLGRIND") != "" }
 
 // benchClientEnv names the client to run instead of the tests: "grpc" or
 // "http"; benchClientAddr and benchClientCallers say where and how.
@@ -136,7 +134,7 @@ type benchClient struct {
 }
 
 func startBenchClient(b *testing.B, proto, addr string, callers int) *benchClient {
-	if underCallgrind {
+	if underCallgrind() {
 		// valgrind 3.19's callgrind aborts on the SIGCHLD of a client
 		// that exits ("vgCallgrind_post_signal: Assertion"): with
 		// SIGCHLD ignored, the kernel reaps the client, unseen.
@@ -159,7 +157,7 @@ func startBenchClient(b *testing.B, proto, addr string, callers int) *benchClien
 	}
 	b.Cleanup(func() {
 		_ = in.Close() // the client exits at the end of its input
-		if err := cmd.Wait(); err != nil && !underCallgrind {
+		if err := cmd.Wait(); err != nil && !underCallgrind() {
 			b.Errorf("bench client: %v", err)
 		}
 	})
