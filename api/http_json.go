@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sluice-rl/sluice/bucket"
@@ -88,8 +89,8 @@ func toResultJSON(dst *resultJSON, r *limiter.Result) {
 		Allowed:    r.Allowed,
 		Limit:      r.Limit,
 		Remaining:  r.Remaining,
-		ResetAfter: r.ResetAfter.String(),
-		RetryAfter: r.RetryAfter.String(),
+		ResetAfter: durationString(r.ResetAfter),
+		RetryAfter: durationString(r.RetryAfter),
 		Policy:     r.Policy,
 		Source:     r.Source.String(),
 		Owner:      r.Owner,
@@ -97,6 +98,15 @@ func toResultJSON(dst *resultJSON, r *limiter.Result) {
 	if r.Err != nil {
 		dst.Error = &itemErrorJSON{Code: itemErrorCode(r.Err), Message: r.Err.Error()}
 	}
+}
+
+// durationString is d.String(), without an allocation for 0 (the
+// retry_after of every allowed check).
+func durationString(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	return d.String()
 }
 
 // decodeCheckBody decodes the JSON body of POST /v1/check into limiter
@@ -334,6 +344,9 @@ var (
 
 // parseQuery parses a raw query string.
 func parseQuery(raw string) (url.Values, *httpError) {
+	if raw == "" {
+		return nil, nil // (a body's check has none: no map to allocate; q is only read)
+	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
 		return nil, badRequest("query", err.Error())

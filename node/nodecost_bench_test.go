@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -51,12 +52,19 @@ func BenchmarkNodeCheck(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				stop := startProfile(b, os.Getenv(benchNodeProfile))
+				var m0, m1 runtime.MemStats
+				runtime.ReadMemStats(&m0)
 				callgrindZero()
 				cpu := cpuTime()
 				clientCPU := c.run(b, b.N)
 				nodeCPU := cpuTime() - cpu
 				callgrindDump()
+				runtime.ReadMemStats(&m1)
 				stop()
+				// allocs/op, unrounded: make bench-check allows half an
+				// allocation for the node's background work (gossip,
+				// timers), whose share per check varies with the load.
+				b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(b.N), "node-allocs/op")
 				b.ReportMetric(float64(nodeCPU.Nanoseconds())/float64(b.N), "node-cpu-ns/op")
 				b.ReportMetric(float64(clientCPU.Nanoseconds())/float64(b.N), "client-cpu-ns/op")
 			})
@@ -69,16 +77,14 @@ func BenchmarkNodeCheck(b *testing.B) {
 // --dump-before (tools/bench-check.sh).
 //
 //go:noinline
-func callgrindZero() { benchMarks++ }
+func callgrindZero() {}
 
 //go:noinline
-func callgrindDump() { benchMarks++ }
+func callgrindDump() {}
 
-// underCallgrind: make bench-check runs the benchmark under callgrind.
-var underCallgrind = os.Getenv("SLUICE_BENCH_CALLGRIND") != ""
-
-// benchMarks keeps the marker functions from being optimized away.
-var benchMarks int
+// underCallgrind reports whether make bench-check runs the benchmark
+// under callgrind.
+func underCallgrind() bool { return os.Getenv("SLUICE_BENCH_CALLGRIND") != "" }
 
 // benchClientEnv names the client to run instead of the tests: "grpc" or
 // "http"; benchClientAddr and benchClientCallers say where and how.
@@ -128,7 +134,7 @@ type benchClient struct {
 }
 
 func startBenchClient(b *testing.B, proto, addr string, callers int) *benchClient {
-	if underCallgrind {
+	if underCallgrind() {
 		// valgrind 3.19's callgrind aborts on the SIGCHLD of a client
 		// that exits ("vgCallgrind_post_signal: Assertion"): with
 		// SIGCHLD ignored, the kernel reaps the client, unseen.
@@ -151,7 +157,7 @@ func startBenchClient(b *testing.B, proto, addr string, callers int) *benchClien
 	}
 	b.Cleanup(func() {
 		_ = in.Close() // the client exits at the end of its input
-		if err := cmd.Wait(); err != nil && !underCallgrind {
+		if err := cmd.Wait(); err != nil && !underCallgrind() {
 			b.Errorf("bench client: %v", err)
 		}
 	})

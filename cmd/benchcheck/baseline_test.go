@@ -76,16 +76,18 @@ func TestBaselineRoundTrip(t *testing.T) {
 func TestCompare(t *testing.T) {
 	base := []figure{
 		{name: "a", metric: "allocs/op", value: 3},
+		{name: "a2", metric: "allocs/op", value: 3},
 		{name: "b", metric: "allocs/op", value: 3},
 		{name: "c", metric: "instr/op", value: 1000, tolerance: 0.03},
 		{name: "d", metric: "instr/op", value: 1000, tolerance: 0.03},
 		{name: "e", metric: "allocs/op", value: 0},
 	}
 	got := []figure{
-		{name: "a", metric: "allocs/op", value: 4},   // one more allocation: fails
-		{name: "b", metric: "allocs/op", value: 2},   // fewer: passes, says so
-		{name: "c", metric: "instr/op", value: 1029}, // within 3%
-		{name: "d", metric: "instr/op", value: 1031}, // over 3%: fails
+		{name: "a", metric: "allocs/op", value: 4},    // one more allocation: fails
+		{name: "a2", metric: "allocs/op", value: 3.4}, // the background's fraction: passes
+		{name: "b", metric: "allocs/op", value: 2},    // fewer: passes, says so
+		{name: "c", metric: "instr/op", value: 1029},  // within 3%
+		{name: "d", metric: "instr/op", value: 1031},  // over 3%: fails
 		// e not measured: fails
 		{name: "f", metric: "allocs/op", value: 1}, // no baseline: reported
 	}
@@ -103,7 +105,7 @@ func TestCompare(t *testing.T) {
 	if !report(&out, vs) {
 		t.Error("report says nothing failed")
 	}
-	for _, want := range []string{"FAIL: over the baseline by more than 0%", "+33.3%", "FAIL: not measured", "below the baseline", "no baseline"} {
+	for _, want := range []string{"FAIL: over the baseline by more than 0.5", "+33.3%", "FAIL: not measured", "below the baseline", "no baseline"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -112,7 +114,7 @@ func TestCompare(t *testing.T) {
 
 func TestParseBenchOutput(t *testing.T) {
 	text := `goos: linux
-BenchmarkNodeCheck/grpc/callers=1-2         	    5000	     61234 ns/op	    1234 B/op	      12 allocs/op
+BenchmarkNodeCheck/grpc/callers=1-2         	    5000	     61234 ns/op	     15857 client-cpu-ns/op	      12.966 node-allocs/op	    1234 B/op	      12 allocs/op
 BenchmarkCheckActivity/off-2   	  200000	       312.0 ns/op	       0 B/op	       0 allocs/op
 PASS
 `
@@ -121,7 +123,7 @@ PASS
 		t.Fatal(err)
 	}
 	want := []figure{
-		{name: "node/BenchmarkNodeCheck/grpc/callers=1", metric: "allocs/op", value: 12},
+		{name: "node/BenchmarkNodeCheck/grpc/callers=1", metric: "allocs/op", value: 12.97}, // node-allocs/op, rounded
 		{name: "node/BenchmarkCheckActivity/off", metric: "allocs/op", value: 0},
 	}
 	if !reflect.DeepEqual(figs, want) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,15 +26,24 @@ func parseBenchOutput(pkg, text string) ([]figure, error) {
 			continue
 		}
 		name := pkg + "/" + procsSuffix.ReplaceAllString(fields[0], "")
+		// node-allocs/op (BenchmarkNodeCheck's, unrounded) wins over
+		// go test's allocs/op, which it truncates to a whole number.
+		units := map[string]float64{}
 		for i := 2; i+1 < len(fields); i += 2 {
-			if fields[i+1] != "allocs/op" {
-				continue
+			if u := fields[i+1]; u == "allocs/op" || u == "node-allocs/op" {
+				v, err := strconv.ParseFloat(fields[i], 64)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s %q: %v", name, u, fields[i], err)
+				}
+				units[u] = v
 			}
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: allocs/op %q: %v", name, fields[i], err)
-			}
-			out = append(out, figure{name: name, metric: "allocs/op", value: v})
+		}
+		v, ok := units["node-allocs/op"]
+		if !ok {
+			v, ok = units["allocs/op"]
+		}
+		if ok {
+			out = append(out, figure{name: name, metric: "allocs/op", value: math.Round(v*100) / 100})
 		}
 	}
 	if len(out) == 0 {
