@@ -42,6 +42,22 @@ type resvSet struct {
 	first int64
 }
 
+// Estimated memory of reservations (Stats().Bytes and the memory cap
+// count it): a key's set (its map slot and header) and each reservation,
+// from the sizes of the structs, not measured like the states' (stats.go).
+const (
+	resvSetBytes  = 96
+	resvItemBytes = 88
+)
+
+// size is the estimated memory of set; 0 for none.
+func (set *resvSet) size() int64 {
+	if set == nil {
+		return 0
+	}
+	return resvSetBytes + int64(len(set.list))*resvItemBytes
+}
+
 // prune drops the reservations that ended by now, when some may have.
 func (set *resvSet) prune(now int64) {
 	if set.first > now {
@@ -123,6 +139,8 @@ func (s *Store) Reserve(key uint64, l bucket.Limit, now, estimate int64, ttl tim
 	}
 	table := s.resvOf(key)
 	set := table[key]
+	before := set.size()
+	defer func() { s.bytes.Add(table[key].size() - before) }()
 	if set != nil {
 		set.prune(now)
 		if len(set.list) >= MaxReservations {
@@ -278,11 +296,14 @@ func (s *Store) exportResv(buf []Entry, from int, key uint64, now int64) []Entry
 	if set == nil {
 		return buf
 	}
+	before := set.size()
 	set.prune(now)
 	if len(set.list) == 0 {
 		delete(s.resv[s.shardIndex(key)], key)
+		s.bytes.Add(-before)
 		return buf
 	}
+	s.bytes.Add(set.size() - before)
 	for i := from; i < len(buf); i++ {
 		if buf[i].Key == key && buf[i].Algorithm == set.alg {
 			buf[i].Reservations = slices.Clone(set.list)
@@ -318,17 +339,24 @@ func (s *Store) exportResvShard(buf []Entry, from, i int, now int64, keep func(u
 }
 
 // dropResv removes key's reservations. The caller holds its shard lock.
-func (s *Store) dropResv(key uint64) { delete(s.resv[s.shardIndex(key)], key) }
+func (s *Store) dropResv(key uint64) {
+	m := s.resv[s.shardIndex(key)]
+	s.bytes.Add(-m[key].size())
+	delete(m, key)
+}
 
 // sweepResv drops the reservations of shard i that ended by now, and
 // returns the earliest end of those left (math.MaxInt64 for none).
 func (s *Store) sweepResv(i int, now, next int64) int64 {
 	for k, set := range s.resv[i] {
+		before := set.size()
 		set.prune(now)
 		if len(set.list) == 0 {
 			delete(s.resv[i], k)
+			s.bytes.Add(-before)
 			continue
 		}
+		s.bytes.Add(set.size() - before)
 		for _, r := range set.list {
 			next = min(next, r.Expires)
 		}
@@ -346,10 +374,12 @@ func (s *Store) importResv(e *Entry, now int64) {
 	}
 	table := s.resvOf(e.Key)
 	set := table[e.Key]
+	before := set.size()
 	if set == nil {
 		set = &resvSet{}
 		table[e.Key] = set
 	}
+	defer func() { s.bytes.Add(set.size() - before) }()
 	set.alg = e.Algorithm
 	set.prune(now)
 	at := make(map[[2]uint64]int, len(set.list))
