@@ -138,6 +138,9 @@ func TestReserveSettleHTTP(t *testing.T) {
 	}
 	// Over the estimate: debt, and the next check is a 429 with Retry-After.
 	code, out, _ = post(t, n, "/v1/reserve", `{"items":[{"key":"tenant:2","limit":100,"period":"1m","estimate":60}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("reserve 60: %d %v", code, out)
+	}
 	id := out["results"].([]any)[0].(map[string]any)["reservation_id"].(string)
 	code, out, _ = post(t, n, "/v1/settle", `{"items":[{"key":"tenant:2","limit":100,"period":"1m","reservation_id":"`+id+`","actual":300}]}`)
 	if r := out["results"].([]any)[0].(map[string]any); code != http.StatusOK || r["charged"] != float64(100) || r["forgiven"] != float64(140) {

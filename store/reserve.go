@@ -37,6 +37,47 @@ var (
 type resvSet struct {
 	alg  bucket.Algorithm
 	list []bucket.Reservation
+	// first is the earliest Expires in list (0 for none): prune has
+	// nothing to drop before it.
+	first int64
+}
+
+// Estimated memory of reservations (Stats().Bytes and the memory cap
+// count it): a key's set (its map slot and header) and each reservation,
+// from the sizes of the structs, not measured like the states' (stats.go).
+const (
+	resvSetBytes  = 96
+	resvItemBytes = 88
+)
+
+// size is the estimated memory of set; 0 for none.
+func (set *resvSet) size() int64 {
+	if set == nil {
+		return 0
+	}
+	return resvSetBytes + int64(len(set.list))*resvItemBytes
+}
+
+// prune drops the reservations that ended by now, when some may have.
+func (set *resvSet) prune(now int64) {
+	if set.first > now {
+		return
+	}
+	set.list = bucket.LiveReservations(set.list, now)
+	set.first = 0
+	for _, r := range set.list {
+		if set.first == 0 || r.Expires < set.first {
+			set.first = r.Expires
+		}
+	}
+}
+
+// add appends r.
+func (set *resvSet) add(r bucket.Reservation) {
+	if len(set.list) == 0 || r.Expires < set.first {
+		set.first = r.Expires
+	}
+	set.list = append(set.list, r)
 }
 
 // resvOf returns the reservation table of sh (whose lock the caller
@@ -98,8 +139,10 @@ func (s *Store) Reserve(key uint64, l bucket.Limit, now, estimate int64, ttl tim
 	}
 	table := s.resvOf(key)
 	set := table[key]
+	before := set.size()
+	defer func() { s.bytes.Add(table[key].size() - before) }()
 	if set != nil {
-		set.list = bucket.LiveReservations(set.list, now)
+		set.prune(now)
 		if len(set.list) >= MaxReservations {
 			return LeaseID{}, bucket.Result{}, fmt.Errorf("%w: %d live", ErrTooManyReservations, len(set.list))
 		}
@@ -123,7 +166,7 @@ func (s *Store) Reserve(key uint64, l bucket.Limit, now, estimate int64, ttl tim
 	}
 	set.alg = l.Algorithm
 	exp := now + int64(ttl)
-	set.list = append(set.list, bucket.Reservation{ID: id.ID, Tag: id.Tag, Holder: holder, Estimate: estimate, Window: window, Expires: exp})
+	set.add(bucket.Reservation{ID: id.ID, Tag: id.Tag, Holder: holder, Estimate: estimate, Window: window, Expires: exp})
 	s.noteWrite(sh, key, exp)
 	return id, res, nil
 }
@@ -253,11 +296,14 @@ func (s *Store) exportResv(buf []Entry, from int, key uint64, now int64) []Entry
 	if set == nil {
 		return buf
 	}
-	set.list = bucket.LiveReservations(set.list, now)
+	before := set.size()
+	set.prune(now)
 	if len(set.list) == 0 {
 		delete(s.resv[s.shardIndex(key)], key)
+		s.bytes.Add(-before)
 		return buf
 	}
+	s.bytes.Add(set.size() - before)
 	for i := from; i < len(buf); i++ {
 		if buf[i].Key == key && buf[i].Algorithm == set.alg {
 			buf[i].Reservations = slices.Clone(set.list)
@@ -293,17 +339,24 @@ func (s *Store) exportResvShard(buf []Entry, from, i int, now int64, keep func(u
 }
 
 // dropResv removes key's reservations. The caller holds its shard lock.
-func (s *Store) dropResv(key uint64) { delete(s.resv[s.shardIndex(key)], key) }
+func (s *Store) dropResv(key uint64) {
+	m := s.resv[s.shardIndex(key)]
+	s.bytes.Add(-m[key].size())
+	delete(m, key)
+}
 
 // sweepResv drops the reservations of shard i that ended by now, and
 // returns the earliest end of those left (math.MaxInt64 for none).
 func (s *Store) sweepResv(i int, now, next int64) int64 {
 	for k, set := range s.resv[i] {
-		set.list = bucket.LiveReservations(set.list, now)
+		before := set.size()
+		set.prune(now)
 		if len(set.list) == 0 {
 			delete(s.resv[i], k)
+			s.bytes.Add(-before)
 			continue
 		}
+		s.bytes.Add(set.size() - before)
 		for _, r := range set.list {
 			next = min(next, r.Expires)
 		}
@@ -321,23 +374,31 @@ func (s *Store) importResv(e *Entry, now int64) {
 	}
 	table := s.resvOf(e.Key)
 	set := table[e.Key]
+	before := set.size()
 	if set == nil {
 		set = &resvSet{}
 		table[e.Key] = set
 	}
+	defer func() { s.bytes.Add(set.size() - before) }()
 	set.alg = e.Algorithm
-	set.list = bucket.LiveReservations(set.list, now)
+	set.prune(now)
+	at := make(map[[2]uint64]int, len(set.list))
+	for i, o := range set.list {
+		at[[2]uint64{o.ID, o.Tag}] = i
+	}
 	var exp int64
 	for _, r := range live {
 		exp = max(exp, r.Expires)
-		i := slices.IndexFunc(set.list, func(o bucket.Reservation) bool { return o.ID == r.ID && o.Tag == r.Tag })
+		i, ok := at[[2]uint64{r.ID, r.Tag}]
 		switch {
-		case i < 0:
+		case !ok:
 			if len(set.list) < MaxReservations {
-				set.list = append(set.list, r)
+				at[[2]uint64{r.ID, r.Tag}] = len(set.list)
+				set.add(r)
 			}
 		case r.Settled && !set.list[i].Settled:
 			set.list[i] = r
+			set.first = min(set.first, r.Expires)
 		default:
 			set.list[i].Expires = max(set.list[i].Expires, r.Expires)
 		}

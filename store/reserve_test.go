@@ -209,3 +209,35 @@ func BenchmarkReserveSettle(b *testing.B) {
 		now += int64(time.Millisecond)
 	}
 }
+
+// Reservations count in the store's estimated memory, and give it back
+// when they end or move.
+func TestReservationBytes(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
+	s := newStore(t, Config{})
+	l := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 100, Period: time.Hour}
+	if _, _, err := s.Reserve(1, l, now, 1, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	base := s.Stats().Bytes
+	for range 9 {
+		if _, _, err := s.Reserve(1, l, now, 1, time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.Stats().Bytes - base; got != 9*resvItemBytes {
+		t.Errorf("9 more reservations: %d bytes, want %d", got, 9*resvItemBytes)
+	}
+	s.Sweep(now + int64(time.Minute))
+	s.Extract(now+int64(time.Minute), []uint64{1})
+	if b := s.Stats().Bytes; b != 0 {
+		t.Errorf("after the TTL and the extract: %d bytes, want 0", b)
+	}
+	if _, _, err := s.Reserve(2, l, now, 1, time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Extract(now, []uint64{2})
+	if b := s.Stats().Bytes; b != 0 {
+		t.Errorf("after moving key 2 away: %d bytes, want 0", b)
+	}
+}

@@ -38,6 +38,10 @@ type GRPCRule struct {
 	Limit  client.Limit
 	// Cost is the units a call spends; 0 means 1.
 	Cost int64
+	// Estimate, when > 0, makes the rule a reservation, as
+	// HTTPRule.Estimate: the handler reports the actual cost with
+	// ReportCost(ctx, n) on its context, settled when it returns.
+	Estimate int64
 }
 
 // GRPCConfig configures NewGRPC.
@@ -94,9 +98,13 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	g := &GRPC{l: l, keys: make([]GRPCKeyFunc, len(cfg.Rules)), onError: cfg.OnError, errLog: newErrorLog(cfg.Logger)}
 	for i, gr := range cfg.Rules {
 		r, err := newRule(i, gr.Name, gr.Policy, gr.Limit, gr.Cost, gr.Key != nil)
+		if err == nil && gr.Estimate < 0 {
+			err = fmt.Errorf("%w: Rules[%d].Estimate: must not be negative", ErrConfig, i)
+		}
 		if err != nil {
 			return nil, err
 		}
+		r.estimate = gr.Estimate
 		l.rules = append(l.rules, r)
 		g.keys[i] = gr.Key
 	}
@@ -106,32 +114,66 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 // Unary is the unary server interceptor (grpc.ChainUnaryInterceptor).
 func (g *GRPC) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := g.check(ctx, info.FullMethod); err != nil {
+		resv, err := g.check(ctx, info.FullMethod)
+		if err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		if resv == nil {
+			return handler(ctx, req)
+		}
+		rep := new(costReport)
+		defer g.settle(ctx, info.FullMethod, resv, rep)
+		return handler(context.WithValue(ctx, costKey{}, rep), req)
 	}
 }
 
 // Stream is the stream server interceptor (grpc.ChainStreamInterceptor).
 func (g *GRPC) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := g.check(ss.Context(), info.FullMethod); err != nil {
+		resv, err := g.check(ss.Context(), info.FullMethod)
+		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		if resv == nil {
+			return handler(srv, ss)
+		}
+		rep := new(costReport)
+		defer g.settle(ss.Context(), info.FullMethod, resv, rep)
+		return handler(srv, reportingStream{ss, context.WithValue(ss.Context(), costKey{}, rep)})
 	}
 }
 
-// check decides a call; nil lets it through.
-func (g *GRPC) check(ctx context.Context, method string) error {
+// reportingStream is a stream whose context carries a costReport.
+type reportingStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s reportingStream) Context() context.Context { return s.ctx }
+
+// settle settles a call's reservation with the cost its handler
+// reported, reporting a failure as a decision's error is.
+func (g *GRPC) settle(ctx context.Context, method string, resv *client.Reservation, rep *costReport) {
+	err := g.l.settle(ctx, resv, rep)
+	switch {
+	case err == nil:
+	case g.onError != nil:
+		g.onError(ctx, method, err)
+	default:
+		g.errLog.report(ctx, method, &decision{err: err, reason: "settle"})
+	}
+}
+
+// check decides a call; a nil error lets it through, with the call's
+// reservation to settle after it (nil for none).
+func (g *GRPC) check(ctx context.Context, method string) (*client.Reservation, error) {
 	ks, ok := make([]string, len(g.keys)), make([]bool, len(g.keys))
 	for i, f := range g.keys {
 		ks[i], ok[i] = f(ctx, method)
 	}
 	d := g.l.decide(ctx, ks, ok)
 	if d.badKey != nil {
-		return status.Error(codes.InvalidArgument, d.badKey.Error())
+		return nil, status.Error(codes.InvalidArgument, d.badKey.Error())
 	}
 	switch {
 	case d.err == nil:
@@ -142,7 +184,7 @@ func (g *GRPC) check(ctx context.Context, method string) error {
 	}
 	switch {
 	case d.rejected:
-		return status.Error(codes.Internal, "rate limiter misconfigured")
+		return nil, status.Error(codes.Internal, "rate limiter misconfigured")
 	case len(d.denied) > 0:
 		st := status.New(codes.ResourceExhausted, "rate limit exceeded")
 		qf := &errdetails.QuotaFailure{}
@@ -154,11 +196,11 @@ func (g *GRPC) check(ctx context.Context, method string) error {
 		if withDetails, err := st.WithDetails(ri, qf); err == nil {
 			st = withDetails
 		}
-		return st.Err()
+		return nil, st.Err()
 	case !d.allow:
-		return status.Error(codes.Unavailable, "rate limiter unavailable")
+		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
-	return nil
+	return d.resv, nil
 }
 
 // Metadata returns a key function whose key is the call's incoming

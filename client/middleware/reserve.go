@@ -20,7 +20,8 @@ type costReport struct {
 }
 
 // ReportCost reports the actual cost of the request whose context is ctx
-// (an LLM response's token count) to the HTTP middleware, which settles
+// (an LLM response's token count) to the HTTP middleware or the gRPC
+// interceptors (the call's context, or its stream's), which settle
 // the request's reservations with it when the handler returns: the
 // difference from each rule's Estimate is refunded or charged (see
 // client.Client.Settle). The last report counts. A request whose handler

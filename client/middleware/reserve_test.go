@@ -2,12 +2,21 @@ package middleware_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/client"
 	"github.com/sluice-rl/sluice/client/middleware"
@@ -90,5 +99,64 @@ func TestHTTPEstimateConfig(t *testing.T) {
 		Rules: []middleware.HTTPRule{{Name: "x", Key: middleware.Header("X"), Limit: client.Limit{Limit: 1, Period: time.Second}, Estimate: -1}}})
 	if err == nil || !strings.Contains(err.Error(), "Rules[0].Estimate") {
 		t.Fatalf("negative estimate: %v, want an error naming Rules[0].Estimate", err)
+	}
+}
+
+// The gRPC interceptor's reserving rule: the handler (here an inner
+// interceptor, standing for it) reports the cost from the call's
+// metadata x-used; the interceptor settles it when the handler returns.
+func TestGRPCReportCost(t *testing.T) {
+	c := newClient(t)
+	tpm := client.Limit{Limit: 100, Period: time.Hour}
+	g, err := middleware.NewGRPC(middleware.GRPCConfig{Client: c, FailMode: middleware.FailClosed,
+		Rules: []middleware.GRPCRule{{Name: "tokens", Key: middleware.Metadata("x-tenant"), Limit: tpm, Estimate: 30}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if v := metadata.ValueFromIncomingContext(ctx, "x-used"); len(v) > 0 {
+			n, _ := strconv.ParseInt(v[0], 10, 64)
+			if !middleware.ReportCost(ctx, n) {
+				t.Error("ReportCost under a reserving rule: false")
+			}
+		}
+		return handler(ctx, req)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(g.Unary(), report))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Stop(); <-served })
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	hc := healthpb.NewHealthClient(conn)
+	tenant := "g-" + t.Name()
+	call := func(used string) error {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-tenant", tenant, "x-used", used)
+		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	remaining := func() int64 {
+		u, err := c.Usage(context.Background(), "tokens:"+tenant, "", tpm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Remaining
+	}
+	if err := call("10"); err != nil || remaining() != 90 {
+		t.Fatalf("reserve 30, report 10: %v, %d left, want 90", err, remaining())
+	}
+	if err := call("200"); err != nil || remaining() != 0 {
+		t.Fatalf("report 200 of 30: %v, %d left, want 0 (in debt)", err, remaining())
+	}
+	if err := call("1"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("in debt: %v, want ResourceExhausted", err)
 	}
 }
