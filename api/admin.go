@@ -25,7 +25,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/logcap"
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
-	"github.com/sluice-rl/sluice/policy"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
 )
 
@@ -173,7 +172,7 @@ func (a *Admin) logReset(caller string, req *limiter.Request, remaining int64, i
 	if remaining != limiter.ResetFull {
 		to = strconv.FormatInt(remaining, 10)
 	}
-	a.log.Warn("admin reset", "caller", caller, "key", policy.Echo(req.Key), "policy", req.Policy,
+	a.log.Warn("admin reset", "caller", caller, "key", req.Key, "policy", req.Policy,
 		"to", to, "owner", info.Owner, logcap.Refusal, true)
 }
 

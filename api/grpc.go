@@ -173,7 +173,9 @@ func (s *rateLimiterServer) Check(ctx context.Context, req *sluicev1.CheckReques
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
 		if errors.Is(err, limiter.ErrPeerUnavailable) {
-			return nil, status.Error(codes.Unavailable, err.Error())
+			// Not UNAVAILABLE, which clients retry (the Go client's
+			// service config): the owner may have applied the batch.
+			return nil, status.Error(codes.Aborted, err.Error())
 		}
 	} else {
 		results, err = s.svc.Check(ctx, reqs, sc.res[:0])

@@ -502,7 +502,8 @@ type CheckRequest struct {
 	// of one owner; the node asked forwards them there): keys on several
 	// nodes are FAILED_PRECONDITION, nothing spent. No up_to items, no
 	// concurrency limits; grants and failure modes do not answer an atomic
-	// check (an unreachable owner is UNAVAILABLE).
+	// check (an owner that did not answer is ABORTED: it may have applied
+	// the batch, so the call is not one to retry blindly).
 	Atomic        bool `protobuf:"varint,2,opt,name=atomic,proto3" json:"atomic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
