@@ -14,11 +14,10 @@ package bucket
 // new clock is t - d + horizon + d; the clamp gives now + horizon, never
 // earlier than the true state shifted by d, so it admits no more than l.
 //
-// A settle may leave a bucket in debt (see DebtBursts), so the horizon
-// read here is the debt bound, (1+DebtBursts) × Horizon: a state within it
-// is kept as it is, one beyond it is read as a bucket at that bound.
+// A settle never drives a token bucket below empty (TokenDebtBursts), so
+// no state this node made is clamped.
 func ClampToken(s TokenState, l Limit, now int64) (next TokenState, clamped bool) {
-	h := (1 + DebtBursts) * l.Capacity() * l.interval()
+	h := (1 + TokenDebtBursts) * l.Capacity() * l.interval()
 	if s.TAT-now <= h {
 		return s, false
 	}

@@ -7,9 +7,7 @@ import (
 
 // The attack: under one key and period, a caller with limit 1 burst
 // 61 takes 61; a caller with 3/min must not be locked out for longer than
-// its own debt bound (its horizon plus the one burst of debt a settle may
-// leave, DebtBursts: two windows; a unit then waits one window and one
-// emission interval).
+// its own window (one emission interval for a unit, its horizon to full).
 func TestClampTokenSteps(t *testing.T) {
 	const m, s = time.Minute, time.Second
 	attacker := Limit{Algorithm: TokenBucket, Limit: 1, Period: m, Burst: 61} // T = 1m, tau = 61m
@@ -29,23 +27,21 @@ func TestClampTokenSteps(t *testing.T) {
 		resetAfter time.Duration
 	}{
 		// The attacker's state, read by the victim: an empty bucket of its own.
-		{state: st, at: t0, l: victim, clamped: true, cost: 1, retryAfter: 80 * s, resetAfter: 2 * m},
-		{state: st, at: t0 + int64(20*s), l: victim, clamped: true, cost: 1, retryAfter: 80 * s, resetAfter: 2 * m},
+		{state: st, at: t0, l: victim, clamped: true, cost: 1, retryAfter: 20 * s, resetAfter: m},
+		{state: st, at: t0 + int64(20*s), l: victim, clamped: true, cost: 1, retryAfter: 20 * s, resetAfter: m},
 		// Read by the attacker's own limit: unchanged.
 		{state: st, at: t0, l: attacker, cost: 1, retryAfter: m, resetAfter: 61 * m},
 		// Within the victim's horizon: unchanged, exact.
 		{state: TokenState{TAT: t0 + int64(m)}, at: t0, l: victim, cost: 1, retryAfter: 20 * s, resetAfter: m},
 		{state: TokenState{TAT: t0 + int64(40*s)}, at: t0, l: victim, cost: 1, allowed: true, resetAfter: m},
-		// In debt, within the bound: unchanged, exact.
-		{state: TokenState{TAT: t0 + int64(2*m)}, at: t0, l: victim, cost: 1, retryAfter: 80 * s, resetAfter: 2 * m},
-		// One nanosecond beyond the debt bound: clamped to it.
-		{state: TokenState{TAT: t0 + int64(2*m) + 1}, at: t0, l: victim, clamped: true, cost: 1, retryAfter: 80 * s, resetAfter: 2 * m},
+		// One nanosecond beyond: clamped to the horizon.
+		{state: TokenState{TAT: t0 + int64(m) + 1}, at: t0, l: victim, clamped: true, cost: 1, retryAfter: 20 * s, resetAfter: m},
 		// Expired and zero states are untouched.
 		{state: TokenState{}, at: t0, l: victim, cost: 1, allowed: true, resetAfter: 20 * s},
 		{state: TokenState{TAT: t0 - int64(m)}, at: t0, l: victim, cost: 1, allowed: true, resetAfter: 20 * s},
 		// Clock stepped back 3m after the victim emptied its bucket at
-		// t0: read as at the debt bound at the new now, never fuller.
-		{state: TokenState{TAT: t0 + int64(m)}, at: t0 - int64(3*m), l: victim, clamped: true, cost: 1, retryAfter: 80 * s, resetAfter: 2 * m},
+		// t0: read as empty at the new now, never fuller.
+		{state: TokenState{TAT: t0 + int64(m)}, at: t0 - int64(3*m), l: victim, clamped: true, cost: 1, retryAfter: 20 * s, resetAfter: m},
 	} {
 		next, clamped := ClampToken(tc.state, tc.l, tc.at)
 		if clamped != tc.clamped {

@@ -12,13 +12,19 @@ import (
 // the caller's (TakeToken, TakeFixedWindow, ...): this file holds the
 // records and the settle arithmetic.
 
-// DebtBursts is how far below empty a settle may drive a state, in units
-// of the limit's capacity: a token bucket's TAT runs at most
-// (1+DebtBursts) × Horizon ahead of now (at most one burst in debt), and a
-// window's count at most (1+DebtBursts) × Limit. Excess beyond the bound is
-// forgiven (Settlement.Forgiven). Checks are denied until refill (or the
-// window's end) has paid the debt, and their RetryAfter says when.
+// DebtBursts is how far past its limit a settle may drive a window's
+// count, in units of the limit: at most (1+DebtBursts) × Limit. Checks are
+// denied until the window's end has paid the debt, and their RetryAfter
+// says when. Excess beyond the bound is forgiven (Settlement.Forgiven).
 const DebtBursts = 1
+
+// TokenDebtBursts is the same bound for a token bucket, in bursts below
+// empty: 0, so a settle drives a bucket at most to empty and forgives the
+// rest. A state further ahead than one horizon is what ClampToken reads as
+// a take under another limit (tenant isolation: no caller is locked out
+// for longer than its own window), so a token bucket's debt could not
+// survive the clamp without weakening that bound for every caller.
+const TokenDebtBursts = 0
 
 // ErrReservation is wrapped by the errors of this file.
 var ErrReservation = errors.New("bucket: reservation")
@@ -89,8 +95,8 @@ func FindReservation(rs []Reservation, now int64, id, tag, holder uint64) int {
 // took estimate: actual < estimate moves TAT back (estimate-actual)
 // intervals but never before now (a full bucket: the refund is capped by
 // what is missing); actual > estimate moves TAT forward (actual-estimate)
-// intervals from max(TAT, now), at most to now + (1+DebtBursts)×Horizon:
-// the bucket may go one burst into debt, and the rest is forgiven. Result
+// intervals from max(TAT, now), at most to now + (1+TokenDebtBursts)×Horizon
+// (empty: TokenDebtBursts is 0), and the rest is forgiven. Result
 // is a read after it (denied checks' RetryAfter then counts the debt).
 func SettleToken(s TokenState, l Limit, now, estimate, actual int64) (TokenState, Settlement) {
 	interval := l.interval()
@@ -105,7 +111,7 @@ func SettleToken(s TokenState, l Limit, now, estimate, actual int64) (TokenState
 		}
 	case d > 0:
 		base := max(s.TAT, now)
-		room := max(now+(1+DebtBursts)*tau-base, 0) / interval
+		room := max(now+(1+TokenDebtBursts)*tau-base, 0) / interval
 		st.Charged = min(d, room)
 		st.Forgiven = d - st.Charged
 		s.TAT = base + st.Charged*interval

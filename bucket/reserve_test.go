@@ -28,11 +28,13 @@ func TestSettleTokenSteps(t *testing.T) {
 		{name: "refund", at: t0, actual: 40, refunded: 60, remaining: 60, nextCost: 60, nextAllowed: true},
 		// Settled as estimated: nothing changes.
 		{name: "exact", at: t0, actual: 100, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
-		// 300 of 100: 100 charged (one burst of debt), 100 forgiven; a
-		// check of 1 waits the debt (1m) plus its own interval.
-		{name: "debt bound", at: t0, actual: 300, charged: 100, forgiven: 100, remaining: 0, nextCost: 1, nextRetry: time.Minute + 600*ms},
-		// 150 of 100: 50 into debt; 1 waits 30s + 600ms.
-		{name: "debt", at: t0, actual: 150, charged: 50, remaining: 0, nextCost: 1, nextRetry: 30*time.Second + 600*ms},
+		// 300 of 100 on an empty bucket: a token bucket never goes below
+		// empty (TokenDebtBursts is 0), so all 200 are forgiven.
+		{name: "excess on empty forgiven", at: t0, actual: 300, forgiven: 200, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
+		// 30s later 50 have refilled: 150 of 100 charges those 50.
+		{name: "excess charged to empty", at: t0 + int64(30*time.Second), actual: 150, charged: 50, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
+		// 200 of 100 then: 50 charged, 50 forgiven.
+		{name: "excess beyond empty", at: t0 + int64(30*time.Second), actual: 200, charged: 50, forgiven: 50, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
 		// A refund is capped by what is missing: 30s later the bucket
 		// has refilled 50, so of 100 only 50 come back (it is full).
 		{name: "refund capped at full", at: t0 + int64(30*time.Second), actual: 0, refunded: 50, remaining: 100, nextCost: 100, nextAllowed: true},
@@ -47,10 +49,10 @@ func TestSettleTokenSteps(t *testing.T) {
 			if st.Result.Remaining != tc.remaining {
 				t.Errorf("remaining %d, want %d", st.Result.Remaining, tc.remaining)
 			}
-			if ahead := next.TAT - tc.at; ahead > (1+DebtBursts)*int64(l.Horizon()) {
+			if ahead := next.TAT - tc.at; ahead > (1+TokenDebtBursts)*int64(l.Horizon()) {
 				t.Errorf("TAT %v ahead, beyond the debt bound", time.Duration(ahead))
 			}
-			// The store clamps every state it reads: debt must survive it.
+			// The store clamps every state it reads: a settled state is never clamped.
 			clamped, _ := ClampToken(next, l, tc.at)
 			_, r, err := TakeToken(clamped, l, tc.at, tc.nextCost)
 			if err != nil || r.Allowed != tc.nextAllowed || r.RetryAfter != tc.nextRetry {

@@ -74,10 +74,10 @@ type RateLimiterClient interface {
 	// and fixed_window_hits can reserve; others are INVALID_ARGUMENT.
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	// Settle settles reservations with their actual costs: the difference
-	// from the estimate is refunded, or charged (a token bucket may go one
-	// burst into debt; later checks are denied until refill pays it, their
-	// retry_after saying when). Settling twice changes nothing and answers
-	// already_settled. An unknown ID is NOT_FOUND naming it; the items
+	// from the estimate is refunded, or charged (a token bucket at most to
+	// empty, a window up to twice its limit; later checks are denied until
+	// refill or the window's end pays it, their retry_after saying when).
+	// Settling twice changes nothing and answers already_settled. An unknown ID is NOT_FOUND naming it; the items
 	// before it are settled (settling is idempotent, so retrying is safe).
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 }
@@ -206,10 +206,10 @@ type RateLimiterServer interface {
 	// and fixed_window_hits can reserve; others are INVALID_ARGUMENT.
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	// Settle settles reservations with their actual costs: the difference
-	// from the estimate is refunded, or charged (a token bucket may go one
-	// burst into debt; later checks are denied until refill pays it, their
-	// retry_after saying when). Settling twice changes nothing and answers
-	// already_settled. An unknown ID is NOT_FOUND naming it; the items
+	// from the estimate is refunded, or charged (a token bucket at most to
+	// empty, a window up to twice its limit; later checks are denied until
+	// refill or the window's end pays it, their retry_after saying when).
+	// Settling twice changes nothing and answers already_settled. An unknown ID is NOT_FOUND naming it; the items
 	// before it are settled (settling is idempotent, so retrying is safe).
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
