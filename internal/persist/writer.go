@@ -63,6 +63,7 @@ type Writer struct {
 	mu        sync.Mutex
 	room      *sync.Cond // signalled when a write takes the pending set
 	pending   *pending
+	spare     *pending // the set last written, emptied, for the next swap
 	abandoned bool
 	running   bool // Run is running: Add may wait for it to make room
 	full      chan struct{}
@@ -100,7 +101,8 @@ func NewWriter(db *DB, cfg WriterConfig) (*Writer, error) {
 	return w, nil
 }
 
-// Add queues entries (which the Writer now owns) for the next write. It
+// Add queues entries (copied: the caller may reuse the slice) for the
+// next write. It
 // never waits for the disk, except when MaxPending states are queued
 // already while Run writes: then it waits for that write to end (its
 // caller is a replication round, never a check).
@@ -170,27 +172,37 @@ func (w *Writer) Flush() error {
 		w.mu.Unlock()
 		return nil
 	}
-	w.pending = newPending(p.len())
+	if w.pending = w.spare; w.pending == nil {
+		w.pending = newPending(p.len())
+	}
+	w.spare = nil
 	w.room.Broadcast()
 	w.mu.Unlock()
 	start := time.Now()
-	batch := p.records()
-	err := w.db.writeRecords(batch, w.cfg.Clock().UnixNano())
+	err := w.db.writeRecords(p, w.cfg.Clock().UnixNano())
 	took := time.Since(start)
+	batch := p.out
 	w.mu.Lock()
 	w.writes++
 	if err != nil {
 		w.failed += uint64(len(batch))
-		w.pending.putBack(batch) // written next time, unless replaced
+		if !w.abandoned {
+			w.pending.putBack(batch) // copied: written next time, unless replaced
+		}
 	} else {
 		w.written += uint64(len(batch))
 		if marked.After(w.syncedAt) {
 			w.syncedAt = marked
 		}
 	}
+	n := len(batch)
+	p.reset()
+	if !w.abandoned {
+		w.spare = p
+	}
 	w.mu.Unlock()
 	if w.cfg.OnWrite != nil {
-		w.cfg.OnWrite(len(batch), took, err)
+		w.cfg.OnWrite(n, took, err)
 	}
 	return err
 }
