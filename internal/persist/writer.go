@@ -66,6 +66,7 @@ type Writer struct {
 	spare     *pending // the set last written, emptied, for the next swap
 	abandoned bool
 	running   bool // Run is running: Add may wait for it to make room
+	failing   bool // the last write failed: Add does not wait, Run retries at the interval
 	full      chan struct{}
 
 	// Under mu: the counters of Stats, the latest round handed over
@@ -102,17 +103,18 @@ func NewWriter(db *DB, cfg WriterConfig) (*Writer, error) {
 }
 
 // Add queues entries (copied: the caller may reuse the slice) for the
-// next write. It
-// never waits for the disk, except when MaxPending states are queued
-// already while Run writes: then it waits for that write to end (its
-// caller is a replication round, never a check).
+// next write. It never waits for the disk, except when MaxPending states
+// are queued already while Run writes: then it waits for that write to
+// end (its caller is a replication round, never a check). After a failed
+// write it does not wait: the set grows (each key once) until a write
+// succeeds, rather than holding up replication while the disk is broken.
 func (w *Writer) Add(entries []store.Entry) {
 	if len(entries) == 0 {
 		return
 	}
 	w.mu.Lock()
 	waited := false
-	for w.running && !w.abandoned && w.isFull() {
+	for w.running && !w.abandoned && !w.failing && w.isFull() {
 		if !waited {
 			waited = true
 			w.fullWaits++
@@ -184,6 +186,7 @@ func (w *Writer) Flush() error {
 	batch := p.out
 	w.mu.Lock()
 	w.writes++
+	w.failing = err != nil
 	if err != nil {
 		w.failed += uint64(len(batch))
 		if !w.abandoned {
@@ -272,6 +275,9 @@ func (w *Writer) Run(ctx context.Context, sweepEvery time.Duration) {
 			return
 		case <-tick.C:
 		case <-w.full:
+			if w.isFailing() {
+				continue // no retry loop on a broken disk: the tick retries
+			}
 		case <-sweep:
 			w.flushMu.Lock()
 			if !w.isAbandoned() {
@@ -288,6 +294,12 @@ func (w *Writer) Run(ctx context.Context, sweepEvery time.Duration) {
 			w.cfg.Log.Warn("persist: write failed; retried with the next one", "err", err)
 		}
 	}
+}
+
+func (w *Writer) isFailing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failing
 }
 
 func (w *Writer) isAbandoned() bool {
