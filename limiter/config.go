@@ -84,8 +84,9 @@ type Config struct {
 	// since the last Replicate, each time Replicate drains the log (the
 	// same states replication sends, and with replication off too): the
 	// node's --data-dir writer (internal/persist). It is called from
-	// Replicate's goroutine, never a check's, and owns the slice; it may
-	// wait when its writer falls behind (that round's copies wait too).
+	// Replicate's goroutine, never a check's; the slice is valid during the
+	// call only (the next round reuses it). It may wait when its writer
+	// falls behind (that round's copies wait too).
 	OnChanged func([]store.Entry)
 	// Policies is the initial policy set; nil means no policies and inline
 	// limits allowed.

@@ -76,8 +76,10 @@ type replication struct {
 
 	sent, failed, received, promoted, pushed atomic.Uint64
 
-	// tap receives every state ExportChanged hands over (Config.OnChanged).
-	tap func([]store.Entry)
+	// tap receives every state ExportChanged hands over (Config.OnChanged),
+	// in tapBuf, reused from round to round (Replicate only).
+	tap    func([]store.Entry)
+	tapBuf []store.Entry
 
 	// urgent receives (buffered, never blocking the sender) when a key
 	// this node decides has just spent its last token: see Urgent.
@@ -126,10 +128,13 @@ func (l *Limiter) Replicate(ctx context.Context) int {
 	now := l.clock().UnixNano()
 	var tapped []store.Entry
 	if r.tap != nil {
+		tapped = r.tapBuf[:0]
 		defer func() {
 			if len(tapped) > 0 {
 				r.tap(tapped)
 			}
+			clear(tapped) // no log or lease slice kept reachable
+			r.tapBuf = tapped[:0]
 		}()
 	}
 	drain := func(fn func(store.Entry)) {

@@ -19,6 +19,18 @@ type pending struct {
 	buf   []byte // records replaced by one of another length stay, unused, until the write
 	first map[uint64]span
 	more  map[recordID]span
+	// The scratch of records and of the write, kept for the next use of
+	// the set after reset.
+	refs []ref
+	out  [][]byte
+	keys []byte
+}
+
+// ref is a record's identity and place, sorted by records.
+type ref struct {
+	key  uint64
+	algo uint8
+	s    span
 }
 
 // span is a record's place in pending.buf.
@@ -32,6 +44,15 @@ type recordID struct {
 
 func newPending(hint int) *pending {
 	return &pending{first: make(map[uint64]span, hint)}
+}
+
+// reset empties the set, keeping its memory for the next states.
+func (p *pending) reset() {
+	p.buf = p.buf[:0]
+	clear(p.first)
+	clear(p.more)
+	clear(p.out) // no record stays reachable
+	p.out = p.out[:0]
 }
 
 // len is the number of states in the set.
@@ -75,24 +96,26 @@ func (p *pending) put(e store.Entry) {
 // records returns the set's records in key and algorithm order: neighbouring
 // keys share B+tree pages, so that each page is found, copied and written
 // once per write.
+// The slice and the records are the set's until its reset.
 func (p *pending) records() [][]byte {
-	type ref struct {
-		key  uint64
-		algo uint8
-		s    span
-	}
-	refs := make([]ref, 0, p.len())
+	refs := p.refs[:0]
 	for k, s := range p.first {
 		refs = append(refs, ref{k, p.buf[s.off+1], s})
 	}
 	for id, s := range p.more {
 		refs = append(refs, ref{id.key, id.algo, s})
 	}
-	slices.SortFunc(refs, func(a, b ref) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.algo, b.algo)) })
-	out := make([][]byte, len(refs))
-	for i, r := range refs {
-		out[i] = p.buf[r.s.off : r.s.off+r.s.n : r.s.off+r.s.n]
+	slices.SortFunc(refs, func(a, b ref) int {
+		if a.key != b.key {
+			return cmp.Compare(a.key, b.key)
+		}
+		return cmp.Compare(a.algo, b.algo)
+	})
+	out := p.out[:0]
+	for _, r := range refs {
+		out = append(out, p.buf[r.s.off:r.s.off+r.s.n:r.s.off+r.s.n])
 	}
+	p.refs, p.out = refs, out
 	return out
 }
 

@@ -134,17 +134,21 @@ func (d *DB) Write(entries []store.Entry, now int64) error {
 	for _, e := range entries {
 		p.put(e)
 	}
-	return d.writeRecords(p.records(), now)
+	return d.writeRecords(p, now)
 }
 
-// writeRecords is Write of records (AppendRecord's), in key order.
-func (d *DB) writeRecords(recs [][]byte, now int64) error {
+// writeRecords writes the records of p, in key order.
+func (d *DB) writeRecords(p *pending, now int64) error {
+	recs := p.records()
 	if len(recs) == 0 {
 		return nil
 	}
 	// bbolt keeps the keys' slices until the commit: they are cut from
-	// one buffer rather than allocated each.
-	keys := make([]byte, 0, len(recs)*9)
+	// one buffer (kept by p for its next write) rather than allocated each.
+	if cap(p.keys) < len(recs)*9 {
+		p.keys = make([]byte, 0, len(recs)*9)
+	}
+	keys := p.keys[:0]
 	return d.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(statesBucket)
 		for _, r := range recs {

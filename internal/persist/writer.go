@@ -63,8 +63,10 @@ type Writer struct {
 	mu        sync.Mutex
 	room      *sync.Cond // signalled when a write takes the pending set
 	pending   *pending
+	spare     *pending // the set last written, emptied, for the next swap
 	abandoned bool
 	running   bool // Run is running: Add may wait for it to make room
+	failing   bool // the last write failed: Add does not wait, Run retries at the interval
 	full      chan struct{}
 
 	// Under mu: the counters of Stats, the latest round handed over
@@ -100,17 +102,19 @@ func NewWriter(db *DB, cfg WriterConfig) (*Writer, error) {
 	return w, nil
 }
 
-// Add queues entries (which the Writer now owns) for the next write. It
-// never waits for the disk, except when MaxPending states are queued
-// already while Run writes: then it waits for that write to end (its
-// caller is a replication round, never a check).
+// Add queues entries (copied: the caller may reuse the slice) for the
+// next write. It never waits for the disk, except when MaxPending states
+// are queued already while Run writes: then it waits for that write to
+// end (its caller is a replication round, never a check). After a failed
+// write it does not wait: the set grows (each key once) until a write
+// succeeds, rather than holding up replication while the disk is broken.
 func (w *Writer) Add(entries []store.Entry) {
 	if len(entries) == 0 {
 		return
 	}
 	w.mu.Lock()
 	waited := false
-	for w.running && !w.abandoned && w.isFull() {
+	for w.running && !w.abandoned && !w.failing && w.isFull() {
 		if !waited {
 			waited = true
 			w.fullWaits++
@@ -178,27 +182,38 @@ func (w *Writer) Flush() error {
 		w.mu.Unlock()
 		return nil
 	}
-	w.pending = newPending(p.len())
+	if w.pending = w.spare; w.pending == nil {
+		w.pending = newPending(p.len())
+	}
+	w.spare = nil
 	w.room.Broadcast()
 	w.mu.Unlock()
 	start := time.Now()
-	batch := p.records()
-	err := w.db.writeRecords(batch, w.cfg.Clock().UnixNano())
+	err := w.db.writeRecords(p, w.cfg.Clock().UnixNano())
 	took := time.Since(start)
+	batch := p.out
 	w.mu.Lock()
 	w.writes++
+	w.failing = err != nil
 	if err != nil {
 		w.failed += uint64(len(batch))
-		w.pending.putBack(batch) // written next time, unless replaced
+		if !w.abandoned {
+			w.pending.putBack(batch) // copied: written next time, unless replaced
+		}
 	} else {
 		w.written += uint64(len(batch))
 		if marked.After(w.syncedAt) {
 			w.syncedAt = marked
 		}
 	}
+	n := len(batch)
+	p.reset()
+	if !w.abandoned {
+		w.spare = p
+	}
 	w.mu.Unlock()
 	if w.cfg.OnWrite != nil {
-		w.cfg.OnWrite(len(batch), took, err)
+		w.cfg.OnWrite(n, took, err)
 	}
 	return err
 }
@@ -268,6 +283,9 @@ func (w *Writer) Run(ctx context.Context, sweepEvery time.Duration) {
 			return
 		case <-tick.C:
 		case <-w.full:
+			if w.isFailing() {
+				continue // no retry loop on a broken disk: the tick retries
+			}
 		case <-sweep:
 			w.flushMu.Lock()
 			if !w.isAbandoned() {
@@ -284,6 +302,12 @@ func (w *Writer) Run(ctx context.Context, sweepEvery time.Duration) {
 			w.cfg.Log.Warn("persist: write failed; retried with the next one", "err", err)
 		}
 	}
+}
+
+func (w *Writer) isFailing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failing
 }
 
 func (w *Writer) isAbandoned() bool {

@@ -29,7 +29,14 @@ func TestWriterAddWaitsWhenFull(t *testing.T) {
 	state := func(k uint64) []store.Entry {
 		return []store.Entry{{Key: k, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: 2e12}}}
 	}
+	waitRunning(t, w)
 	w.flushMu.Lock() // a write under way
+	locked := true
+	defer func() {
+		if locked { // a failure below: let Run end
+			w.flushMu.Unlock()
+		}
+	}()
 	w.Add(state(1))
 	w.Add(state(2)) // full: Run's Flush now waits for flushMu
 	added := make(chan struct{})
@@ -50,6 +57,7 @@ func TestWriterAddWaitsWhenFull(t *testing.T) {
 		t.Fatalf("%d pending while full, want 2", p)
 	}
 	w.flushMu.Unlock() // the write ends; the next takes the full set
+	locked = false
 	<-added
 	// The third is then pending, or written by an early write that its
 	// wait asked for: nothing is lost.
@@ -107,5 +115,60 @@ func TestPendingLatestWins(t *testing.T) {
 	}
 	if len(back) != 3 || back[1].Token.TAT != 9 || back[0].Token.TAT != 5 || len(back[2].Log.Entries) != 2 {
 		t.Fatalf("after putBack: %+v, want key 3 at 5, key 7's token at its newer 9, its log of 2", back)
+	}
+}
+
+// After a failed write, a full set does not make Add wait nor Run retry
+// at once: the disk is retried at the interval, and replication goes on.
+func TestWriterFailingDiskNoRetryLoop(t *testing.T) {
+	db, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(db, WriterConfig{Interval: time.Hour, MaxPending: 1, Clock: func() time.Time { return time.Unix(0, 1e12) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { w.Run(ctx, 0); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	state := func(k uint64) []store.Entry {
+		return []store.Entry{{Key: k, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: 2e12}}}
+	}
+	waitRunning(t, w)
+	db.Close() // every write fails from now on
+	w.Add(state(1))
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Stats().Failed == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the write to a closed file did not fail")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for k := uint64(2); k < 10; k++ {
+		w.Add(state(k)) // full, but the disk is failing: no wait
+	}
+	time.Sleep(50 * time.Millisecond) // a window for a retry loop to show
+	if s := w.Stats(); s.Writes != 1 || s.Pending != 9 || s.FullWaits != 0 {
+		t.Fatalf("%+v: want 1 write, 9 states pending, no wait", s)
+	}
+}
+
+// waitRunning waits until w.Run has started.
+func waitRunning(t *testing.T, w *Writer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not start")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
