@@ -261,16 +261,18 @@ func adminGRPCError(err error) error {
 // toProtoKeyInfo converts a KeyInfo for the public API.
 func toProtoKeyInfo(k *limiter.KeyInfo) *sluicev1.KeyInfo {
 	out := &sluicev1.KeyInfo{
-		Owner:         k.Owner,
-		Algorithm:     wire.ToProtoAlgorithm(k.Algorithm),
-		Policy:        k.Policy,
-		Limit:         k.Limit,
-		Remaining:     k.Remaining,
-		ResetAfter:    durationpb.New(k.ResetAfter),
-		Exists:        k.Exists,
-		Grants:        int32(min(k.Grants, 1<<31-1)),
-		GrantedTokens: k.GrantedTokens,
-		LeaseCount:    int32(min(k.LeaseCount, 1<<31-1)),
+		Owner:            k.Owner,
+		Algorithm:        wire.ToProtoAlgorithm(k.Algorithm),
+		Policy:           k.Policy,
+		Limit:            k.Limit,
+		Remaining:        k.Remaining,
+		ResetAfter:       durationpb.New(k.ResetAfter),
+		Exists:           k.Exists,
+		Grants:           int32(min(k.Grants, 1<<31-1)),
+		GrantedTokens:    k.GrantedTokens,
+		LeaseCount:       int32(min(k.LeaseCount, 1<<31-1)),
+		ReservationCount: int32(min(k.Reservations, 1<<31-1)),
+		ReservedUnits:    k.ReservedUnits,
 	}
 	if k.Now != 0 {
 		out.ResetAt = timestamppb.New(keyTime(k.Now).Add(k.ResetAfter))

@@ -51,6 +51,8 @@ type keyInfoJSON struct {
 	GrantedTokens int64           `json:"granted_tokens"`
 	LeaseCount    int             `json:"lease_count"`
 	Leases        []leaseInfoJSON `json:"leases,omitempty"`
+	Reservations  int             `json:"reservations"`
+	ReservedUnits int64           `json:"reserved_units"`
 }
 
 type leaseInfoJSON struct {
@@ -65,7 +67,8 @@ func keyTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 func toKeyInfoJSON(key string, k *limiter.KeyInfo) *keyInfoJSON {
 	out := &keyInfoJSON{Key: key, Owner: k.Owner, Policy: k.Policy, Algorithm: k.Algorithm.String(), Limit: k.Limit,
 		Remaining: k.Remaining, Used: max(k.Limit-k.Remaining, 0), ResetAfter: k.ResetAfter.String(), Exists: k.Exists,
-		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount}
+		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount,
+		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits}
 	if k.Now != 0 {
 		out.ResetAt = keyTime(k.Now).Add(k.ResetAfter).Format(time.RFC3339Nano)
 	}

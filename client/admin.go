@@ -39,6 +39,10 @@ type KeyInfo struct {
 	// LeaseCount how many there are.
 	Leases     []LeaseInfo
 	LeaseCount int
+	// Reservations counts the key's live unsettled reservations (Reserve),
+	// ReservedUnits the sum of their estimates.
+	Reservations  int
+	ReservedUnits int64
 }
 
 // LeaseInfo describes one live lease.
@@ -101,7 +105,8 @@ func (c *Client) adminContext(ctx context.Context) context.Context {
 func fromProtoKeyInfo(key string, k *sluicev1.KeyInfo) KeyInfo {
 	out := KeyInfo{Key: key, Owner: k.GetOwner(), Policy: k.GetPolicy(), Algorithm: k.GetAlgorithm(),
 		Limit: k.GetLimit(), Remaining: k.GetRemaining(), ResetAfter: k.GetResetAfter().AsDuration(),
-		Exists: k.GetExists(), Grants: int(k.GetGrants()), GrantedTokens: k.GetGrantedTokens(), LeaseCount: int(k.GetLeaseCount())}
+		Exists: k.GetExists(), Grants: int(k.GetGrants()), GrantedTokens: k.GetGrantedTokens(), LeaseCount: int(k.GetLeaseCount()),
+		Reservations: int(k.GetReservationCount()), ReservedUnits: k.GetReservedUnits()}
 	if k.GetResetAt() != nil {
 		out.ResetAt = k.GetResetAt().AsTime()
 	}

@@ -57,6 +57,10 @@ type KeyInfo struct {
 	// MaxInspectLeases), LeaseCount how many it holds.
 	Leases     []LeaseInfo
 	LeaseCount int
+	// Reservations counts the key's live unsettled reservations (reserve
+	// and settle), ReservedUnits the sum of their estimates.
+	Reservations  int
+	ReservedUnits int64
 }
 
 // LeaseInfo is one live lease of a concurrency limit.
@@ -182,6 +186,15 @@ func (l *Limiter) adminLocal(it Forwarded, op AdminOp, now int64) (KeyInfo, erro
 	for _, e := range l.store.Copy(now, []uint64{it.Hash}) {
 		if e.Algorithm != stored {
 			continue
+		}
+		for _, r := range e.Reservations {
+			if !r.Settled && r.Expires > now {
+				info.Reservations++
+				info.ReservedUnits += r.Estimate
+			}
+		}
+		if len(e.Reservations) > 0 && e.ExpiresAt() == 0 {
+			continue // the key's reservations alone, no state
 		}
 		info.Exists = true
 		switch stored {

@@ -392,3 +392,26 @@ func TestAdminResetPersists(t *testing.T) {
 		t.Fatalf("after a reset to 30 and a restart: %d of 100 left", got)
 	}
 }
+
+// Inspect counts a key's unsettled reservations and their estimates; a
+// settled one is no longer counted.
+func TestAdminInspectReservations(t *testing.T) {
+	path, token := writeAdminToken(t, t.TempDir())
+	n := startNode(t, func(c *node.Config) { c.AdminTokenFile = path })
+	c := adminClient(t, token, n.GRPCAddr())
+	ctx := context.Background()
+	r, err := c.Reserve(ctx, time.Minute, client.ReserveItem{Key: "tenant:9", Limit: adminLimit, Estimate: 4})
+	if err != nil || !r.Allowed {
+		t.Fatalf("reserve: %+v %v", r, err)
+	}
+	info, err := c.Inspect(ctx, "tenant:9", "", adminLimit)
+	if err != nil || info.Reservations != 1 || info.ReservedUnits != 4 || info.Remaining != 6 || !info.Exists {
+		t.Fatalf("inspect with a reservation of 4: %+v %v, want 1 reservation of 4 units, 6 left", info, err)
+	}
+	if _, err := c.Settle(ctx, r, 1); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = c.Inspect(ctx, "tenant:9", "", adminLimit); err != nil || info.Reservations != 0 || info.ReservedUnits != 0 || info.Remaining != 9 {
+		t.Fatalf("inspect after settling 1: %+v %v, want no unsettled reservation, 9 left", info, err)
+	}
+}

@@ -70,17 +70,19 @@ func (s *peerServer) Admin(ctx context.Context, req *sluicev1.PeerAdminRequest) 
 // reset_at less reset_after.
 func toKeyInfo(k *limiter.KeyInfo) *sluicev1.KeyInfo {
 	out := &sluicev1.KeyInfo{
-		Owner:         k.Owner,
-		Algorithm:     wire.ToProtoAlgorithm(k.Algorithm),
-		Policy:        k.Policy,
-		Limit:         k.Limit,
-		Remaining:     k.Remaining,
-		ResetAfter:    durationpb.New(k.ResetAfter),
-		ResetAt:       timestamppb.New(time.Unix(0, k.Now).Add(k.ResetAfter)),
-		Exists:        k.Exists,
-		Grants:        int32(min(k.Grants, 1<<31-1)),
-		GrantedTokens: k.GrantedTokens,
-		LeaseCount:    int32(min(k.LeaseCount, 1<<31-1)),
+		Owner:            k.Owner,
+		Algorithm:        wire.ToProtoAlgorithm(k.Algorithm),
+		Policy:           k.Policy,
+		Limit:            k.Limit,
+		Remaining:        k.Remaining,
+		ResetAfter:       durationpb.New(k.ResetAfter),
+		ResetAt:          timestamppb.New(time.Unix(0, k.Now).Add(k.ResetAfter)),
+		Exists:           k.Exists,
+		Grants:           int32(min(k.Grants, 1<<31-1)),
+		GrantedTokens:    k.GrantedTokens,
+		LeaseCount:       int32(min(k.LeaseCount, 1<<31-1)),
+		ReservationCount: int32(min(k.Reservations, 1<<31-1)),
+		ReservedUnits:    k.ReservedUnits,
 	}
 	if k.WindowStart != 0 {
 		out.WindowStart = timestamppb.New(time.Unix(0, k.WindowStart))
@@ -100,6 +102,8 @@ func fromKeyInfo(k *sluicev1.KeyInfo) limiter.KeyInfo {
 		Grants:        int(k.GetGrants()),
 		GrantedTokens: k.GetGrantedTokens(),
 		LeaseCount:    int(k.GetLeaseCount()),
+		Reservations:  int(k.GetReservationCount()),
+		ReservedUnits: k.GetReservedUnits(),
 	}
 	out.Algorithm, _ = wire.FromProtoAlgorithm(k.GetAlgorithm())
 	out.Limit, out.Remaining = k.GetLimit(), k.GetRemaining()

@@ -167,6 +167,8 @@ type keyInfoJSON struct {
 	GrantedTokens int64           `json:"granted_tokens"`
 	LeaseCount    int             `json:"lease_count"`
 	Leases        []leaseInfoJSON `json:"leases,omitempty"`
+	Reservations  int             `json:"reservations"`
+	ReservedUnits int64           `json:"reserved_units"`
 }
 
 type leaseInfoJSON struct {
@@ -183,7 +185,8 @@ func algorithmName(a client.Algorithm) string {
 func printKeyInfo(w io.Writer, asJSON bool, k *client.KeyInfo) error {
 	j := keyInfoJSON{Key: k.Key, Owner: k.Owner, Policy: k.Policy, Algorithm: algorithmName(k.Algorithm), Limit: k.Limit,
 		Remaining: k.Remaining, Used: max(k.Limit-k.Remaining, 0), ResetAfter: k.ResetAfter.String(), Exists: k.Exists,
-		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount}
+		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount,
+		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits}
 	if !k.ResetAt.IsZero() {
 		j.ResetAt = k.ResetAt.UTC().Format(time.RFC3339)
 	}
@@ -215,6 +218,9 @@ func printKeyInfo(w io.Writer, asJSON bool, k *client.KeyInfo) error {
 	}
 	if j.Grants > 0 {
 		fmt.Fprintf(&b, "\ngrants out: %d (%d tokens)", j.Grants, j.GrantedTokens)
+	}
+	if j.Reservations > 0 {
+		fmt.Fprintf(&b, "\nreservations unsettled: %d (%d units)", j.Reservations, j.ReservedUnits)
 	}
 	if j.LeaseCount > 0 {
 		fmt.Fprintf(&b, "\nleases: %d", j.LeaseCount)

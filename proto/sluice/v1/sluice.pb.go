@@ -1844,10 +1844,14 @@ type KeyInfo struct {
 	GrantedTokens int64 `protobuf:"varint,11,opt,name=granted_tokens,json=grantedTokens,proto3" json:"granted_tokens,omitempty"`
 	// Concurrency limits: the live leases, at most 100 of them listed
 	// (lease_count counts all).
-	Leases        []*LeaseInfo `protobuf:"bytes,12,rep,name=leases,proto3" json:"leases,omitempty"`
-	LeaseCount    int32        `protobuf:"varint,13,opt,name=lease_count,json=leaseCount,proto3" json:"lease_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Leases     []*LeaseInfo `protobuf:"bytes,12,rep,name=leases,proto3" json:"leases,omitempty"`
+	LeaseCount int32        `protobuf:"varint,13,opt,name=lease_count,json=leaseCount,proto3" json:"lease_count,omitempty"`
+	// Reserve and settle: the key's live unsettled reservations, and the
+	// sum of their estimates.
+	ReservationCount int32 `protobuf:"varint,14,opt,name=reservation_count,json=reservationCount,proto3" json:"reservation_count,omitempty"`
+	ReservedUnits    int64 `protobuf:"varint,15,opt,name=reserved_units,json=reservedUnits,proto3" json:"reserved_units,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *KeyInfo) Reset() {
@@ -1967,6 +1971,20 @@ func (x *KeyInfo) GetLeases() []*LeaseInfo {
 func (x *KeyInfo) GetLeaseCount() int32 {
 	if x != nil {
 		return x.LeaseCount
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetReservationCount() int32 {
+	if x != nil {
+		return x.ReservationCount
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetReservedUnits() int64 {
+	if x != nil {
+		return x.ReservedUnits
 	}
 	return 0
 }
@@ -3086,7 +3104,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
 	"_remaining\"5\n" +
 	"\rResetResponse\x12$\n" +
-	"\x03key\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x03key\"\xf7\x03\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x03key\"\xcb\x04\n" +
 	"\aKeyInfo\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x122\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x16\n" +
@@ -3103,7 +3121,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x0egranted_tokens\x18\v \x01(\x03R\rgrantedTokens\x12,\n" +
 	"\x06leases\x18\f \x03(\v2\x14.sluice.v1.LeaseInfoR\x06leases\x12\x1f\n" +
 	"\vlease_count\x18\r \x01(\x05R\n" +
-	"leaseCount\"u\n" +
+	"leaseCount\x12+\n" +
+	"\x11reservation_count\x18\x0e \x01(\x05R\x10reservationCount\x12%\n" +
+	"\x0ereserved_units\x18\x0f \x01(\x03R\rreservedUnits\"u\n" +
 	"\tLeaseInfo\x12\x12\n" +
 	"\x04cost\x18\x01 \x01(\x03R\x04cost\x12>\n" +
 	"\rexpires_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\fexpiresAfter\x12\x14\n" +

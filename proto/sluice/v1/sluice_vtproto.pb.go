@@ -1386,6 +1386,16 @@ func (m *KeyInfo) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.ReservedUnits != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ReservedUnits))
+		i--
+		dAtA[i] = 0x78
+	}
+	if m.ReservationCount != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ReservationCount))
+		i--
+		dAtA[i] = 0x70
+	}
 	if m.LeaseCount != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LeaseCount))
 		i--
@@ -3146,6 +3156,12 @@ func (m *KeyInfo) SizeVT() (n int) {
 	}
 	if m.LeaseCount != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.LeaseCount))
+	}
+	if m.ReservationCount != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.ReservationCount))
+	}
+	if m.ReservedUnits != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.ReservedUnits))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6990,6 +7006,44 @@ func (m *KeyInfo) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.LeaseCount |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 14:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReservationCount", wireType)
+			}
+			m.ReservationCount = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ReservationCount |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 15:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReservedUnits", wireType)
+			}
+			m.ReservedUnits = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ReservedUnits |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
