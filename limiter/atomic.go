@@ -14,11 +14,10 @@ import (
 // or none. The items are decided together on their owner, under the locks
 // of all their keys' shards (store.TakeAll), so that under any concurrency
 // no item is charged for a denied call and none is admitted past its
-// limit. This version decides a batch whose keys all live on one node:
-// here, or on their owner, to which the node asked forwards the batch
-// (Peers.CheckAtomic). A batch whose keys live on several nodes is refused
-// with ErrAtomicElsewhere, nothing charged; so is one whose owner's ring
-// disagrees. An unreachable owner is an error wrapping ErrPeerUnavailable
+// limit. A batch whose keys all live on one node is decided there: here,
+// or on their owner, to which the node asked forwards the batch
+// (Peers.CheckAtomic). A batch whose keys live on several nodes, or whose
+// owner's ring disagrees, is decided by reservations (atomicspread.go). An unreachable owner is an error wrapping ErrPeerUnavailable
 // (no failure mode answers an atomic call). Grants are not used: every
 // item goes to its owner's bucket.
 
@@ -63,7 +62,14 @@ func (l *Limiter) CheckAtomic(ctx context.Context, reqs []Request, out []Result)
 		jobs[i].res = &out[i]
 	}
 	if err := l.decideAtomic(ctx, l.view.Load(), 0, jobs); err != nil {
-		return out[:0], err
+		if !errors.Is(err, ErrAtomicElsewhere) || l.peers == nil {
+			return out[:0], err
+		}
+		// Keys of several owners: reserve on each, then commit or cancel.
+		if err := l.checkAtomicSpread(ctx, reqs, jobs, out); err != nil {
+			return out[:0], err
+		}
+		return out, nil
 	}
 	l.metrics.observeBatch(reqs, out, jobs)
 	return out, nil

@@ -119,12 +119,13 @@ func TestAtomicCheckConcurrentAudit(t *testing.T) {
 
 // On a cluster, an atomic check of keys that all live on another node is
 // forwarded there and decided all or nothing; one of keys on several nodes
-// is refused (FAILED_PRECONDITION), nothing charged.
+// is decided by reservations on each owner: allowed, every key is charged;
+// denied, none is.
 func TestAtomicCheckOnCluster(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	c := newClient(t, tc.nodes[0].GRPCAddr())
 	byOwner := map[string][]client.Item{}
-	for i := 0; len(byOwner["n0"]) < 1 || len(byOwner["n1"]) < 2; i++ {
+	for i := 0; len(byOwner["n0"]) < 2 || len(byOwner["n1"]) < 2 || len(byOwner["n2"]) < 1; i++ {
 		it := client.Item{Key: fmt.Sprintf("k:%d", i), Limit: userLimit}
 		o := ownerOf(t, c, it.Key, userLimit).Owner
 		byOwner[o] = append(byOwner[o], it)
@@ -142,15 +143,80 @@ func TestAtomicCheckOnCluster(t *testing.T) {
 	if got := keyRemaining(t, c, a.Key, userLimit); got != 1 {
 		t.Fatalf("%s after a denied call: %d left, want 1", a.Key, got)
 	}
-	_, err = c.CheckAtomic(context.Background(), byOwner["n0"][0], a)
-	if st, _ := status.FromError(errors.Unwrap(err)); st.Code() != codes.FailedPrecondition {
-		t.Fatalf("keys of two owners: %v, want FailedPrecondition", err)
+	// Keys of two owners, b spent: denied, and neither n0's key nor a is
+	// charged.
+	x := byOwner["n0"][0]
+	res, err = c.CheckAtomic(context.Background(), x, a, b)
+	if err != nil || res[0].Allowed || res[1].Allowed || res[2].Allowed || res[2].RetryAfter <= 0 {
+		t.Fatalf("keys of two owners, one spent: %+v %v, want all denied, the spent one with a retry", res, err)
 	}
-	if got := keyRemaining(t, c, byOwner["n0"][0].Key, userLimit); got != 2 {
-		t.Fatalf("%s after a refused call: %d left, want 2", byOwner["n0"][0].Key, got)
+	if got := keyRemaining(t, c, x.Key, userLimit); got != 2 {
+		t.Fatalf("%s after a denied call: %d left, want 2", x.Key, got)
 	}
 	if got := keyRemaining(t, c, a.Key, userLimit); got != 1 {
-		t.Fatalf("%s after a refused call: %d left, want 1", a.Key, got)
+		t.Fatalf("%s after a denied call: %d left, want 1", a.Key, got)
+	}
+	// Keys of three owners, all with room: allowed, each charged.
+	y, z := byOwner["n0"][1], byOwner["n2"][0]
+	y.Cost = 2
+	res, err = c.CheckAtomic(context.Background(), y, a, z)
+	if err != nil || !res[0].Allowed || !res[1].Allowed || !res[2].Allowed {
+		t.Fatalf("keys of three owners: %+v %v, want all allowed", res, err)
+	}
+	for _, k := range []struct {
+		it   client.Item
+		want int64
+	}{{y, 0}, {a, 0}, {z, 1}} {
+		if got := keyRemaining(t, c, k.it.Key, userLimit); got != k.want {
+			t.Fatalf("%s after an allowed call: %d left, want %d", k.it.Key, got, k.want)
+		}
+	}
+}
+
+// Concurrent atomic checks of two keys on two owners: exactly the limit is
+// admitted, and each key is charged for the admitted calls only.
+func TestAtomicCheckAcrossOwnersConcurrent(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	c := newClient(t, tc.nodes[0].GRPCAddr())
+	lim := client.Limit{Algorithm: client.FixedWindow, Limit: 10, Period: time.Hour}
+	byOwner := map[string]string{}
+	for i := 0; len(byOwner) < 2; i++ {
+		k := fmt.Sprintf("pair:%d", i)
+		byOwner[ownerOf(t, c, k, lim).Owner] = k
+	}
+	var keys []string
+	for _, k := range byOwner {
+		keys = append(keys, k)
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				res, err := c.CheckAtomic(context.Background(), client.Item{Key: keys[0], Limit: lim}, client.Item{Key: keys[1], Limit: lim})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed != res[1].Allowed {
+					t.Errorf("mixed verdicts %+v", res)
+				}
+				if res[0].Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := admitted.Load(); n > 10 || n < 1 {
+		t.Fatalf("admitted %d calls, want 1 to 10", n)
+	}
+	for _, k := range keys {
+		if used := 10 - keyRemaining(t, c, k, lim); used != admitted.Load() {
+			t.Fatalf("%s charged %d for %d admitted calls", k, used, admitted.Load())
+		}
 	}
 }
 
