@@ -49,9 +49,17 @@ type GRPCConfig struct {
 	// Client is the Sluice client the checks go through; required.
 	Client *client.Client
 	// Rules are checked together, in one call, for each RPC; at least
-	// one. An RPC is denied when any applicable rule denies it, and every
-	// applicable rule spends its cost, even when another denies.
+	// one. An RPC is denied when any applicable rule denies it; then
+	// no rule spends its cost (all or nothing, client.CheckAtomic) unless
+	// ChargeEveryRule is set.
 	Rules []GRPCRule
+	// ChargeEveryRule, when true, has every applicable rule spend its cost
+	// even when another denies (one plain Check, which may be answered from
+	// the client's local grants). False, the default: the rules of a
+	// RPC with more than one applicable rule are checked all or nothing
+	// (client.CheckAtomic, never from grants; across owners only token
+	// buckets, fixed and sliding windows, see docs/api.md).
+	ChargeEveryRule bool
 	// FailMode is what happens to calls Sluice cannot decide; required
 	// (FailOpen or FailClosed).
 	FailMode FailMode
@@ -92,6 +100,9 @@ type GRPC struct {
 // a rule without Key, Name or a valid Limit, or no FailMode.
 func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	l, err := newLimiter(cfg.Client, cfg.FailMode, len(cfg.Rules))
+	if err == nil {
+		l.atomic = !cfg.ChargeEveryRule
+	}
 	if err != nil {
 		return nil, err
 	}

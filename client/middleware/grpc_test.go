@@ -105,13 +105,15 @@ func TestGRPCUnary(t *testing.T) {
 	if _, err := hc.Check(tenant, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
-	// The tenant's one call a minute is spent. Every applicable rule
-	// spends, even when another denies: the method has one call left.
+	// The tenant's one call a minute is spent. The rules are checked all
+	// or nothing: the method's rule spends nothing, two calls left.
 	_, err := hc.Check(tenant, &healthpb.HealthCheckRequest{})
 	checkDeny(t, err, time.Minute, "g-tenant:acme")
-	// Without the metadata only the method's rule applies: its last call.
-	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatalf("third call: %v", err)
+	// Without the metadata only the method's rule applies: its last two.
+	for i := range 2 {
+		if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d without the tenant: %v", i+3, err)
+		}
 	}
 	_, err = hc.Check(metadata.AppendToOutgoingContext(ctx, "x-tenant", "other"), &healthpb.HealthCheckRequest{})
 	checkDeny(t, err, 20*time.Second, "g-method:"+checkMethod)

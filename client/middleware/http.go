@@ -44,9 +44,17 @@ type HTTPConfig struct {
 	// Client is the Sluice client the checks go through; required.
 	Client *client.Client
 	// Rules are checked together, in one call, for each request; at least
-	// one. A request is denied when any applicable rule denies it, and every
-	// applicable rule spends its cost, even when another denies.
+	// one. A request is denied when any applicable rule denies it; then
+	// no rule spends its cost (all or nothing, client.CheckAtomic) unless
+	// ChargeEveryRule is set.
 	Rules []HTTPRule
+	// ChargeEveryRule, when true, has every applicable rule spend its cost
+	// even when another denies (one plain Check, which may be answered from
+	// the client's local grants). False, the default: the rules of a
+	// request with more than one applicable rule are checked all or nothing
+	// (client.CheckAtomic, never from grants; across owners only token
+	// buckets, fixed and sliding windows, see docs/api.md).
+	ChargeEveryRule bool
 	// FailMode is what happens to requests Sluice cannot decide; required
 	// (FailOpen or FailClosed).
 	FailMode FailMode
@@ -84,6 +92,7 @@ func NewHTTP(cfg HTTPConfig) (func(http.Handler) http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.atomic = !cfg.ChargeEveryRule
 	keys := make([]HTTPKeyFunc, len(cfg.Rules))
 	for i, hr := range cfg.Rules {
 		r, err := newRule(i, hr.Name, hr.Policy, hr.Limit, hr.Cost, hr.Key != nil)

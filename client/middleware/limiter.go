@@ -97,6 +97,8 @@ type limiter struct {
 	client *client.Client
 	rules  []rule
 	fail   FailMode
+	// atomic checks a request's rules all or nothing (not ChargeEveryRule).
+	atomic bool
 }
 
 func newLimiter(c *client.Client, fail FailMode, nrules int) (*limiter, error) {
@@ -219,7 +221,13 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 	if len(items) == 0 {
 		return d
 	}
-	res, err := l.client.Check(ctx, items...)
+	var res []client.Result
+	var err error
+	if l.atomic && len(items) > 1 {
+		res, err = l.client.CheckAtomic(ctx, items...)
+	} else {
+		res, err = l.client.Check(ctx, items...)
+	}
 	if err != nil {
 		l.cancel(ctx, &d)
 		return l.failed("", err)
@@ -233,11 +241,17 @@ func (l *limiter) decide(ctx context.Context, keys []string, ok []bool) decision
 			}
 			continue
 		}
-		it := rlheader.Item{Name: rl.name, Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
+		// An all-or-nothing call denies every item when one is denied;
+		// an item that had room (no retry, enough left) is not a
+		// violation of its own rule.
+		own := r.Allowed || l.atomic && len(items) > 1 && r.RetryAfter == 0 && r.Remaining >= max(items[j].Cost, 1)
+		it := rlheader.Item{Name: rl.name, Allowed: own, Limit: r.Limit, Remaining: r.Remaining,
 			ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter}
 		d.add(rl, it)
 		if !r.Allowed {
 			d.allow = false
+		}
+		if !own {
 			d.denied = append(d.denied, deniedItem{rule: rl.name, key: items[j].Key})
 		}
 	}
