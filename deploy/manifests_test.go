@@ -119,6 +119,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if !strings.HasPrefix(env["SLUICE_JOIN"], "sluice-gossip:") {
 		t.Errorf("SLUICE_JOIN = %q, want the headless Service's name", env["SLUICE_JOIN"])
 	}
+	// One DNS seed: the default --bootstrap-expect would be 2; the group of
+	// the ring's epochs is founded once all the initial replicas see each
+	// other.
+	if replicas, _ := sts.get("spec.replicas").(int); env["SLUICE_BOOTSTRAP_EXPECT"] != strconv.Itoa(replicas) {
+		t.Errorf("SLUICE_BOOTSTRAP_EXPECT = %q, want the replicas, %d", env["SLUICE_BOOTSTRAP_EXPECT"], replicas)
+	}
 	shutdown, err := policy.ParseDuration(env["SLUICE_SHUTDOWN_TIMEOUT"])
 	if err != nil || grace < pre+int(shutdown.Seconds()) {
 		t.Errorf("terminationGracePeriodSeconds %d < preStop %ds + shutdown timeout %s: handoff may be cut", grace, pre, shutdown)

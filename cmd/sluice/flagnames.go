@@ -34,6 +34,7 @@ var serveFlags = map[string]string{
 	"ClusterSecretFile":            "cluster-secret-file",
 	"Insecure":                     "insecure",
 	"Join":                         "join",
+	"BootstrapExpect":              "bootstrap-expect",
 	"PeerTimeout":                  "peer-timeout",
 	"BatchWindow":                  "batch-window",
 	"Replicas":                     "replicas",
