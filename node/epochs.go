@@ -242,10 +242,15 @@ func (n *Node) noteSnapshot(s cluster.Snapshot) {
 	n.feedView()
 }
 
-// leaveEpochs is shutdown's part for the group, after the gossip leave:
-// it tells the group this node leaves and, if it leads a group of others,
-// waits (up to three election timeouts, or ctx) until it has handed its
-// leadership on, so that the next leader removes it as a leave.
+// leaveEpochs is shutdown's part for the group, after the gossip leave
+// and the linger: it tells the group this node leaves and waits (up to
+// three election timeouts, or ctx) until the group has gone on without
+// it: it no longer leads (a leaving leader hands its leadership to a
+// caught-up voter, so that the next leader removes it), and another
+// member gossips a later epoch than this node applied, the one that
+// removes it. This node may never apply that epoch (a leader sends nothing
+// to a member it removed), but its vote may be needed to commit it (two
+// voters, or a majority of the old voters, need it).
 func (n *Node) leaveEpochs(ctx context.Context) {
 	n.feedView()
 	e := n.epochs
@@ -255,19 +260,31 @@ func (n *Node) leaveEpochs(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		st := e.node.Status()
-		if !st.Leader || len(st.Voters)+len(st.Learners) <= 1 {
+		if len(st.Voters)+len(st.Learners) <= 1 || !st.Leader && n.groupMovedOn(st.Epoch.Number) {
 			return
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-deadline.C:
-			n.log.Info("epoch leadership not handed on before leaving", "group", fmt.Sprintf("%016x", st.Group))
+			n.log.Info("the group of the ring's epochs did not go on without this node before it stopped",
+				"group", fmt.Sprintf("%016x", st.Group), "epoch", st.Epoch.Number, "leader", st.Leader)
 			return
 		case <-tick.C:
-			n.feedView() // the others' adverts change as they catch up
 		}
 	}
+}
+
+// groupMovedOn reports whether another member gossips an epoch later
+// than mine (read from the member table, which a leaving node still
+// receives).
+func (n *Node) groupMovedOn(mine uint64) bool {
+	for _, m := range n.cluster.Snapshot().Members {
+		if m.Name != n.cfg.NodeName && m.Raft.Epoch > mine {
+			return true
+		}
+	}
+	return false
 }
 
 // epochRole is member name's role in the group as this node knows it:

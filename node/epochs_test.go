@@ -208,3 +208,25 @@ func TestEpochsOneGroupJoinAndLeave(t *testing.T) {
 		return len(st.Voters) == 3 && len(st.Learners) == 0
 	})
 }
+
+// Two nodes: the founder is the one voter and the joiner a learner. The
+// voter's graceful leave must still end in an epoch the other applies, a
+// group of one it leads: the leaver promotes the learner, hands it the
+// leadership and stays until the group went on without it (its vote is
+// needed to commit its own removal from two voters).
+func TestEpochsTwoNodesVoterLeaves(t *testing.T) {
+	tc := newTestCluster(t, 0)
+	tc.addWith("n0", func(c *node.Config) { c.LeaveLinger = 0 }) // no linger to lean on
+	tc.add("n1")
+	tc.waitConverged()
+	s := agreed(t, tc.nodes, []string{"n0", "n1"}, "two nodes")
+	if !slices.Equal(s.Voters, []string{"n0"}) || !slices.Equal(s.Learners, []string{"n1"}) {
+		t.Fatalf("two members: voters %v, learners %v; want n0 the voter, n1 a learner", s.Voters, s.Learners)
+	}
+	tc.stop("n0")
+	s = agreed(t, tc.nodes, []string{"n1"}, "n0 left")
+	if s.Change != "leave n0" && s.Change != "dead n0" || !s.Leader || !slices.Equal(s.Voters, []string{"n1"}) {
+		t.Fatalf("after n0 left: %+v, want an epoch removing n0, n1 the one voter and leader", s)
+	}
+	waitFor(t, 10*time.Second, "n1 holds a lease alone", func() bool { return node.Epochs(tc.nodes[0]).LeaseValid })
+}
