@@ -41,6 +41,9 @@ type epochs struct {
 	stopOnce sync.Once
 }
 
+// localEpochTick is the group's tick under the local preset.
+const localEpochTick = 25 * time.Millisecond
+
 // bootstrapExpect is Config.BootstrapExpect, or its default: 1 without a
 // join list (a group of one at once), else the number of distinct seeds,
 // at least 2 (the usual list names every node, this one included; a node
@@ -64,7 +67,11 @@ func (c Config) bootstrapExpect() int {
 func (n *Node) newEpochs(reg prometheus.Registerer) error {
 	cfg := epoch.LANConfig(n.cfg.NodeName, n.peerAdv)
 	if n.cfg.ClusterPreset == cluster.PresetLocal {
+		// Tests and one-host clusters: FastConfig's timings at a 25ms
+		// tick (election timeout 250ms), not 10ms: several nodes in one
+		// process, under the race detector, beside others' load.
 		cfg = epoch.FastConfig(n.cfg.NodeName, n.peerAdv)
+		cfg.TickInterval = localEpochTick
 	}
 	cfg.BootstrapExpect = n.cfg.bootstrapExpect()
 	sender, err := transport.NewRaftSender(transport.RaftSenderConfig{Peers: n.peers})
