@@ -59,7 +59,7 @@ FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzDecodeCheckFast api:FuzzHTTPCheck 
 	policy:FuzzParse rls:FuzzParse rls/xds:FuzzConvert \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults transport:FuzzRaftRequest \
 	cluster:FuzzDecodeMeta cluster:FuzzDecodeProbe cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP \
-	internal/clustersecret:FuzzParse internal/keyfile:FuzzParse epoch:FuzzDecodeRecord internal/persist:FuzzDecodeRecord
+	internal/clustersecret:FuzzParse internal/keyfile:FuzzParse epoch:FuzzDecodeRecord epoch:FuzzUnmarshalMessage internal/persist:FuzzDecodeRecord
 FUZZ_PKGS      := $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))
 FUZZTIME       ?= 2s
 

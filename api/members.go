@@ -18,6 +18,13 @@ import (
 type MemberInfo struct {
 	Name, GossipAddr, GRPCAddr, State, Version, PolicyHash, RLSHash string
 	RingShare                                                       float64
+	// RaftRole is the member's role in the Raft group of the ring's
+	// epochs, as the answering node knows it: "leader", "voter",
+	// "learner", or empty while it is in none.
+	RaftRole string
+	// RaftGroup and Epoch are what the member advertises: its group (0:
+	// none yet) and the number of the last epoch it applied.
+	RaftGroup, Epoch uint64
 }
 
 // MembersFunc lists the members as this node sees them. It must be safe
@@ -74,7 +81,8 @@ func (m *membershipServer) Members(ctx context.Context, _ *sluicev1.MembersReque
 	resp := &sluicev1.MembersResponse{Node: m.self, Members: make([]*sluicev1.Member, len(ms))}
 	for i, mi := range ms {
 		resp.Members[i] = &sluicev1.Member{Name: mi.Name, GossipAddr: mi.GossipAddr, GrpcAddr: mi.GRPCAddr,
-			State: mi.State, RingShare: mi.RingShare, Version: mi.Version, PolicyHash: mi.PolicyHash, RlsHash: mi.RLSHash}
+			State: mi.State, RingShare: mi.RingShare, Version: mi.Version, PolicyHash: mi.PolicyHash, RlsHash: mi.RLSHash,
+			RaftRole: mi.RaftRole, RaftGroup: mi.RaftGroup, Epoch: mi.Epoch}
 	}
 	if m.topology != nil {
 		t := m.topology()

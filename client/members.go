@@ -27,6 +27,17 @@ type Member struct {
 	// members that load the same one have the same. Empty for a member
 	// that advertises none (an older version).
 	RLSHash string `json:"rls_hash,omitempty"`
+	// RaftRole is the member's role in the Raft group that orders the
+	// ring's epochs, as the answering node knows it: "leader", "voter",
+	// "learner", or empty while it is in none (or runs none: an older
+	// version).
+	RaftRole string `json:"raft_role,omitempty"`
+	// RaftGroup is the group the member advertises, as 16 hex digits;
+	// empty while it is in none.
+	RaftGroup string `json:"raft_group,omitempty"`
+	// Epoch is the number of the last epoch the member applied, as it
+	// advertises it; 0 while it is in no group.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // Members asks one node for the cluster's members. It returns the name of
@@ -57,7 +68,11 @@ func (c *Client) members(ctx context.Context) (string, []Member, bool, error) {
 	out := make([]Member, len(resp.GetMembers()))
 	for i, m := range resp.GetMembers() {
 		out[i] = Member{Name: m.GetName(), GRPCAddr: m.GetGrpcAddr(), GossipAddr: m.GetGossipAddr(),
-			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion(), PolicyHash: m.GetPolicyHash(), RLSHash: m.GetRlsHash()}
+			State: m.GetState(), RingShare: m.GetRingShare(), Version: m.GetVersion(), PolicyHash: m.GetPolicyHash(), RLSHash: m.GetRlsHash(),
+			RaftRole: m.GetRaftRole(), Epoch: m.GetEpoch()}
+		if g := m.GetRaftGroup(); g != 0 {
+			out[i].RaftGroup = fmt.Sprintf("%016x", g)
+		}
 	}
 	return resp.GetNode(), out, insecure, nil
 }

@@ -170,6 +170,7 @@ func (c *Cluster) upsert(n *memberlist.Node) {
 		Version:    meta.Version,
 		PolicyHash: meta.PolicyHash,
 		RLSHash:    meta.RLSHash,
+		Raft:       meta.Raft,
 	}
 	c.mu.Lock()
 	m.State = c.stateOf(n.Name)

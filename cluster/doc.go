@@ -1,6 +1,6 @@
 // Package cluster owns gossip membership for a Sluice node: its identity in
-// the cluster, joining, the metadata it advertises (its gRPC address and
-// version) and the membership snapshots the rest of the node builds its
+// the cluster, joining, the metadata it advertises (its gRPC address,
+// version and Raft advert: NodeMeta) and the membership snapshots the rest of the node builds its
 // consistent-hash ring from. It is a thin layer over hashicorp/memberlist
 // (SWIM gossip with Lifeguard suspicion) and imports nothing else of Sluice
 // but internal/keyfile, which reads its gossip key file.

@@ -11,7 +11,8 @@ func FuzzDecodeMeta(f *testing.F) {
 	for _, m := range []NodeMeta{{}, {GRPCAddr: "10.0.0.1:8081", Version: "v1.2.3"}, {GRPCAddr: "[::1]:1"},
 		{GRPCAddr: "10.0.0.1:8081", PeerAddr: "10.0.0.1:8083", Version: "v1.2.3", PolicyHash: "0123456789abcdef"},
 		{GRPCAddr: "10.0.0.1:8081", Version: "v0.1.0", Protocol: 1},
-		{GRPCAddr: "10.0.0.1:8081", PeerAddr: "10.0.0.1:8083", Version: "v1.2.3", PolicyHash: "0123456789abcdef", RLSHash: "fedcba9876543210"}} {
+		{GRPCAddr: "10.0.0.1:8081", PeerAddr: "10.0.0.1:8083", Version: "v1.2.3", PolicyHash: "0123456789abcdef", RLSHash: "fedcba9876543210"},
+		{GRPCAddr: "10.0.0.1:8081", Raft: RaftMeta{ID: 1<<64 - 1, Group: 1 << 63, Epoch: 12}}, {Raft: RaftMeta{ID: 3}}} {
 		for _, leaving := range []bool{false, true} {
 			b, err := m.encode(leaving)
 			if err != nil {
@@ -29,6 +30,11 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte(`{"w":1e40}`))
 	f.Add([]byte(`{"g":"10.0.0.1:8081","h":"0123456789abcdef"}`)) // a node of a version without an RLS hash
 	f.Add([]byte(`{"r":["x"]}`))
+	f.Add([]byte(`{"e":{"g":5}}`))                    // a group without an ID
+	f.Add([]byte(`{"e":{"i":-1}}`))                   // a negative ID
+	f.Add([]byte(`{"e":{"i":18446744073709551616}}`)) // over 64 bits
+	f.Add([]byte(`{"e":[1,2,3]}`))
+	f.Add([]byte(`{"e":{}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, leaving, err := decodeMeta(data)
 		if err != nil {

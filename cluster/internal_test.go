@@ -49,6 +49,46 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
+// The Raft advert (key "e") round-trips at full 64 bits, is absent for a
+// node that advertises none (and ignored by older versions, which ignore
+// unknown keys), and bad forms are refused.
+func TestMetaRaft(t *testing.T) {
+	m := NodeMeta{GRPCAddr: "10.0.0.7:9090", Raft: RaftMeta{ID: 1<<64 - 1, Group: 1<<63 + 1, Epoch: 7}}
+	b, err := m.encode(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := decodeMeta(b); err != nil || got != m {
+		t.Fatalf("decode(encode(%+v)) = %+v, %v", m, got, err)
+	}
+	if b, _ := (NodeMeta{GRPCAddr: "a:1"}).encode(false); strings.Contains(string(b), `"e"`) {
+		t.Fatalf("a meta without a Raft advert encodes %s", b)
+	}
+	if got, _, err := decodeMeta([]byte(`{"g":"a:1","e":{}}`)); err != nil || got.Raft != (RaftMeta{}) {
+		t.Fatalf("decode of an empty advert = %+v, %v", got, err)
+	}
+	for _, tc := range []struct{ name, meta string }{
+		{"group without ID", `{"e":{"g":5}}`},
+		{"epoch without ID", `{"e":{"n":5}}`},
+		{"negative ID", `{"e":{"i":-1}}`},
+		{"ID over 64 bits", `{"e":{"i":18446744073709551616}}`},
+		{"fractional epoch", `{"e":{"i":1,"n":1.5}}`},
+		{"ID as a string", `{"e":{"i":"1"}}`},
+		{"advert not an object", `{"e":[1]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, leaving, err := decodeMeta([]byte(tc.meta))
+			if err == nil || got != (NodeMeta{}) || leaving {
+				t.Fatalf("decode(%s) = %+v, %v, %v; want an error", tc.meta, got, leaving, err)
+			}
+		})
+	}
+	errs := NodeMeta{Raft: RaftMeta{Group: 4}}.validate()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "Meta.Raft.ID") {
+		t.Fatalf("validate of an advert without an ID = %v, want one error naming Meta.Raft.ID", errs)
+	}
+}
+
 func TestAddrString(t *testing.T) {
 	for _, tt := range []struct {
 		ip   net.IP

@@ -35,6 +35,17 @@ type NodeMeta struct {
 	// members can tell they run the same one. Empty for a node of a
 	// version that advertised none.
 	RLSHash string
+	// Raft is what the node advertises of its part in the Raft group that
+	// orders the ring's epochs (package epoch's Advert). Zero for a node
+	// of a version that runs no such group.
+	Raft RaftMeta
+}
+
+// RaftMeta is a node's Raft advert: its Raft ID for this process start,
+// the group it belongs to (0: none yet) and the number of the last epoch
+// it applied. A node that advertises a Group or an Epoch has an ID.
+type RaftMeta struct {
+	ID, Group, Epoch uint64
 }
 
 // wireMeta is NodeMeta as encoded on the wire: JSON with one-letter keys,
@@ -49,11 +60,24 @@ type wireMeta struct {
 	Protocol int    `json:"w,omitempty"`
 	RLS      string `json:"r,omitempty"`
 	Leaving  bool   `json:"l,omitempty"`
+	// Raft is absent for a node that advertises no Raft ID (an older
+	// version); older versions ignore it.
+	Raft *wireRaft `json:"e,omitempty"`
+}
+
+type wireRaft struct {
+	ID    uint64 `json:"i,omitempty"`
+	Group uint64 `json:"g,omitempty"`
+	Epoch uint64 `json:"n,omitempty"`
 }
 
 // encode returns the wire form of m, with the leaving flag as given.
 func (m NodeMeta) encode(leaving bool) ([]byte, error) {
-	b, err := json.Marshal(wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, RLS: m.RLSHash, Protocol: m.Protocol, Leaving: leaving})
+	w := wireMeta{GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, Version: m.Version, Policy: m.PolicyHash, RLS: m.RLSHash, Protocol: m.Protocol, Leaving: leaving}
+	if m.Raft != (RaftMeta{}) {
+		w.Raft = &wireRaft{ID: m.Raft.ID, Group: m.Raft.Group, Epoch: m.Raft.Epoch}
+	}
+	b, err := json.Marshal(w)
 	if err != nil {
 		return nil, err
 	}
@@ -64,8 +88,9 @@ func (m NodeMeta) encode(leaving bool) ([]byte, error) {
 }
 
 // validate returns a *ConfigError for each problem of m: a GRPCAddr or
-// PeerAddr that is not host:port, a negative Protocol, or an encoding too long for memberlist in any form it
-// is sent in (the leaving form is the longest).
+// PeerAddr that is not host:port, a negative Protocol, a Raft advert with
+// a group or an epoch but no ID, or an encoding too long for memberlist in
+// any form it is sent in (the leaving form is the longest).
 func (m NodeMeta) validate() []error {
 	var errs []error
 	if m.GRPCAddr != "" {
@@ -80,6 +105,9 @@ func (m NodeMeta) validate() []error {
 	}
 	if m.Protocol < 0 {
 		errs = append(errs, &ConfigError{Field: "Meta.Protocol", Reason: fmt.Sprintf("must not be negative, got %d", m.Protocol)})
+	}
+	if m.Raft.ID == 0 && m.Raft != (RaftMeta{}) {
+		errs = append(errs, &ConfigError{Field: "Meta.Raft.ID", Reason: fmt.Sprintf("is 0 with group %x, epoch %d", m.Raft.Group, m.Raft.Epoch)})
 	}
 	if _, err := m.encode(true); err != nil {
 		errs = append(errs, &ConfigError{Field: "Meta", Reason: err.Error()})
@@ -100,5 +128,12 @@ func decodeMeta(b []byte) (meta NodeMeta, leaving bool, err error) {
 	if w.Protocol < 0 {
 		return NodeMeta{}, false, fmt.Errorf("cluster: node metadata %q: negative protocol %d", b, w.Protocol)
 	}
-	return NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy, RLSHash: w.RLS, Protocol: w.Protocol}, w.Leaving, nil
+	meta = NodeMeta{GRPCAddr: w.GRPCAddr, PeerAddr: w.PeerAddr, Version: w.Version, PolicyHash: w.Policy, RLSHash: w.RLS, Protocol: w.Protocol}
+	if w.Raft != nil {
+		meta.Raft = RaftMeta{ID: w.Raft.ID, Group: w.Raft.Group, Epoch: w.Raft.Epoch}
+		if meta.Raft.ID == 0 && meta.Raft != (RaftMeta{}) {
+			return NodeMeta{}, false, fmt.Errorf("cluster: node metadata %q: raft advert without an ID", b)
+		}
+	}
+	return meta, w.Leaving, nil
 }

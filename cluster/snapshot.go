@@ -65,6 +65,9 @@ type Member struct {
 	// RLSHash is the member's NodeMeta.RLSHash; empty if it advertises
 	// none.
 	RLSHash string
+	// Raft is the member's NodeMeta.Raft: its advert in the Raft group of
+	// the ring's epochs; zero if it advertises none.
+	Raft RaftMeta
 	// State is Alive or Suspect for a member of a Snapshot.
 	State State
 }

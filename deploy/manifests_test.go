@@ -130,6 +130,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if !mounted {
 		t.Errorf("SLUICE_DATA_DIR %q is not the mount of the claim data", env["SLUICE_DATA_DIR"])
 	}
+	// One DNS seed: the default --bootstrap-expect would be 2; the group of
+	// the ring's epochs is founded once all the initial replicas see each
+	// other.
+	if replicas, _ := sts.get("spec.replicas").(int); env["SLUICE_BOOTSTRAP_EXPECT"] != strconv.Itoa(replicas) {
+		t.Errorf("SLUICE_BOOTSTRAP_EXPECT = %q, want the replicas, %d", env["SLUICE_BOOTSTRAP_EXPECT"], replicas)
+	}
 	shutdown, err := policy.ParseDuration(env["SLUICE_SHUTDOWN_TIMEOUT"])
 	if err != nil || grace < pre+int(shutdown.Seconds()) {
 		t.Errorf("terminationGracePeriodSeconds %d < preStop %ds + shutdown timeout %s: handoff may be cut", grace, pre, shutdown)

@@ -46,6 +46,9 @@ type Status struct {
 	Group uint64
 	// Leader is whether it leads the group.
 	Leader bool
+	// Lead is the name of the member it knows as the group's leader
+	// (itself when Leader), empty while it knows none.
+	Lead string
 	// Term is its Raft term.
 	Term uint64
 	// Voters and Learners are the members in each Raft role, by name.
@@ -205,6 +208,11 @@ func (m *machine) status() Status {
 	st := m.rn.BasicStatus()
 	s := Status{RaftID: m.id, Group: m.group, Leader: st.RaftState == raft.StateLeader,
 		Term: st.HardState.GetTerm(), Epoch: m.last.Clone()}
+	if st.Lead != 0 {
+		if lead := m.names([]uint64{st.Lead}); len(lead) == 1 {
+			s.Lead = lead[0]
+		}
+	}
 	s.Voters = m.names(m.cs.GetVoters())
 	s.Learners = m.names(m.cs.GetLearners())
 	return s

@@ -61,7 +61,7 @@ func (tc *testCluster) addWith(name string, mutate func(*node.Config)) *node.Nod
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
 	}
-	if tc.seed != "" {
+	if tc.seed != "" && cfg.Join == nil {
 		cfg.Join = []string{tc.seed}
 	}
 	n, err := node.New(cfg)

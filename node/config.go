@@ -138,8 +138,18 @@ type Config struct {
 	// nodes refused. Insecure logs a WARN at every start, sets
 	// sluice_insecure to 1 and shows on /ui.
 	Insecure bool
-	// ClusterPreset selects memberlist timings: "lan" or "local" (tests).
+	// ClusterPreset selects memberlist timings: "lan" or "local" (tests),
+	// and those of the Raft group of the ring's epochs (epoch.LANConfig,
+	// epoch.FastConfig).
 	ClusterPreset string
+	// BootstrapExpect is how many nodes, this one included, must see each
+	// other, none of them in a Raft group of the ring's epochs yet, before
+	// the lowest-named of them founds the group (docs/cluster.md, "The
+	// ring's epochs"). 0 takes the default: 1 without Join (a group of one
+	// at once), else the number of distinct Join entries and at least 2
+	// (the usual list names every node, this one included). Must be 0 or
+	// more.
+	BootstrapExpect int
 	// Ring configures consistent hashing; every node must use the same.
 	Ring ring.Config
 	// PeerTimeout bounds each call to another node.
@@ -333,6 +343,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: GossipAddr: must not be empty", ErrInvalidConfig)
 	case c.PeerTimeout <= 0:
 		return fmt.Errorf("%w: PeerTimeout: must be > 0", ErrInvalidConfig)
+	case c.BootstrapExpect < 0:
+		return fmt.Errorf("%w: BootstrapExpect: must be >= 0 (0: from Join), got %d", ErrInvalidConfig, c.BootstrapExpect)
 	case c.LeaveLinger < 0:
 		return fmt.Errorf("%w: LeaveLinger: must be >= 0", ErrInvalidConfig)
 	case c.SweepInterval <= 0:

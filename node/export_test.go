@@ -37,3 +37,33 @@ func DiskStats(n *Node) (written, failed uint64) {
 	s := n.disk.w.Stats()
 	return s.Written, s.Failed
 }
+
+// EpochState is what a node's member of the Raft group of the ring's
+// epochs knows (epochs.go).
+type EpochState struct {
+	Group            uint64
+	Leader           bool
+	Lead             string
+	Voters, Learners []string
+	// Epoch is the number of the last epoch applied; Members its ring,
+	// by name; Change what made it ("join n1", "leave n2", "dead n3").
+	Epoch   uint64
+	Members []string
+	Change  string
+	// LeaseValid: the node holds an owner lease now.
+	LeaseValid bool
+}
+
+// Epochs returns n's EpochState.
+func Epochs(n *Node) EpochState {
+	st := n.epochs.node.Status()
+	s := EpochState{Group: st.Group, Leader: st.Leader, Lead: st.Lead, Voters: st.Voters, Learners: st.Learners,
+		Epoch: st.Epoch.Number, LeaseValid: n.epochs.node.LeaseUntil().After(time.Now())}
+	for _, m := range st.Epoch.Members {
+		s.Members = append(s.Members, m.Name)
+	}
+	if st.Epoch.Number > 0 {
+		s.Change = st.Epoch.Change.Kind.String() + " " + st.Epoch.Change.Name
+	}
+	return s
+}

@@ -38,6 +38,7 @@ func (n *Node) Inject(f Fault) {
 		n.peerGRPC.Stop()
 		_ = n.http.Close()
 		_ = n.cluster.Shutdown()
+		n.epochs.stop(true) // Run is running: Inject is for running nodes
 	case FaultGossipMute, FaultGossipUnmute:
 		n.cluster.MuteGossip(f == FaultGossipMute)
 	}

@@ -74,6 +74,7 @@ type Node struct {
 
 	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
 	builtFrom   []cluster.Member   // the members (states aside) of the last ring onMembership built (suspect.go)
+	epochs      *epochs            // the node's member of the Raft group of the ring's epochs (epochs.go)
 	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
 }
 
@@ -210,6 +211,9 @@ func New(cfg Config) (n *Node, err error) {
 	if n.peerAdv, err = advertise(cfg.PeerAdvertiseAddr, n.peerLn.Addr().String(), n.cluster.GossipAddr()); err != nil {
 		return nil, fmt.Errorf("node: PeerAdvertiseAddr: %w", err)
 	}
+	if err = n.newEpochs(reg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	if err = n.cluster.UpdateMeta(n.meta(), time.Second); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -268,6 +272,7 @@ func New(cfg Config) (n *Node, err error) {
 // members' states keeps the ring (suspect.go). It runs on the cluster's
 // goroutine.
 func (n *Node) onMembership(s cluster.Snapshot) {
+	n.noteSnapshot(s)
 	if n.stopping.Load() {
 		return // shutdown installs its own ring
 	}
@@ -302,10 +307,12 @@ func (n *Node) members() []api.MemberInfo {
 	if r != nil {
 		shares = r.Shares()
 	}
+	st := n.epochs.node.Status()
 	out := make([]api.MemberInfo, 0, len(s.Members))
 	for _, m := range s.Members {
 		out = append(out, api.MemberInfo{Name: m.Name, GossipAddr: m.GossipAddr, GRPCAddr: m.GRPCAddr,
-			State: n.memberState(m).String(), Version: m.Version, PolicyHash: m.PolicyHash, RLSHash: m.RLSHash, RingShare: shares[m.Name]})
+			State: n.memberState(m).String(), Version: m.Version, PolicyHash: m.PolicyHash, RLSHash: m.RLSHash, RingShare: shares[m.Name],
+			RaftRole: epochRole(st, m.Name), RaftGroup: m.Raft.Group, Epoch: m.Raft.Epoch})
 	}
 	return out
 }
@@ -379,6 +386,9 @@ func (n *Node) closeAll() error {
 	}
 	if n.limiter != nil {
 		n.limiter.Close()
+	}
+	if n.epochs != nil {
+		n.epochs.stop(false)
 	}
 	if n.peers != nil {
 		errs = append(errs, n.peers.Close())
@@ -468,6 +478,7 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error { return n.sec.secret.Run(gctx) })
 	}
 	g.Go(func() error { n.metaLoop(gctx); return nil })
+	g.Go(n.epochs.run) // on a context of its own, which shutdown ends
 	g.Go(func() error {
 		<-gctx.Done()
 		return n.shutdown()

@@ -18,7 +18,7 @@ import (
 func (n *Node) newPeerServer(pm *transport.PeerMetrics, rec *wire.Recovery) error {
 	var err error
 	if n.peerSrv, err = transport.NewServer(transport.ServerConfig{Service: n.limiter, Self: n.cfg.NodeName, Metrics: pm, Recovery: rec,
-		Limits: n.caps.peer}); err != nil {
+		Limits: n.caps.peer, Raft: raftReceiver{n}}); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	// Sluice's server options as on the public server (wire.ServerOptions:

@@ -71,21 +71,33 @@ func (n *Node) PolicyHash() string { return *n.policyHash.Load() }
 
 // meta is the metadata the node advertises.
 func (n *Node) meta() cluster.NodeMeta {
-	return cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String(), PolicyHash: n.PolicyHash(), RLSHash: n.RLSHash(), Protocol: transport.PeerProtocol}
+	return cluster.NodeMeta{GRPCAddr: n.grpcAdv, PeerAddr: n.peerAdv, Version: version.String(), PolicyHash: n.PolicyHash(), RLSHash: n.RLSHash(),
+		Protocol: transport.PeerProtocol, Raft: n.advert()}
 }
 
 // metaLoop gossips the node's metadata again after each policy or RLS
-// configuration change.
+// configuration change and each epoch applied (kickMeta), and when its
+// Raft advert changed otherwise (a new Raft ID after the node's group
+// dissolved), which it checks every ten of the group's ticks.
 func (n *Node) metaLoop(ctx context.Context) {
+	check := time.NewTicker(10 * n.epochs.cfg.TickInterval)
+	defer check.Stop()
+	sent := n.advert() // New gossiped it
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.metaKick:
-			if err := n.cluster.UpdateMeta(n.meta(), time.Second); err != nil && !n.stopping.Load() && ctx.Err() == nil {
-				n.log.Warn("policy and RLS hashes not gossiped", "err", err)
+		case <-check.C:
+			if n.advert() == sent {
+				continue
 			}
+		case <-n.metaKick:
 		}
+		meta := n.meta()
+		if err := n.cluster.UpdateMeta(meta, time.Second); err != nil && !n.stopping.Load() && ctx.Err() == nil {
+			n.log.Warn("metadata (policy and RLS hashes, Raft advert) not gossiped", "err", err)
+		}
+		sent = meta.Raft
 	}
 }
 

@@ -19,6 +19,7 @@ func (n *Node) shutdown() error {
 	defer n.caps.close()
 	if n.crashed.Load() {
 		n.limiter.Close()
+		n.epochs.stop(true)
 		return errors.Join(n.peers.Close(), n.closeDisk()) // nothing more written
 	}
 	n.grpc.Health.Shutdown()
@@ -32,6 +33,7 @@ func (n *Node) shutdown() error {
 		// and the handoff below does not depend on it.
 		n.log.Info("leave not confirmed by gossip; handing off anyway", "err", err)
 	}
+	n.feedView() // the group: this node leaves
 	var others []ring.Member
 	for _, m := range n.cluster.Snapshot().Members {
 		if rm, ok := ringMember(m); ok && m.Name != n.cfg.NodeName {
@@ -53,6 +55,8 @@ func (n *Node) shutdown() error {
 		case <-ctx.Done():
 		}
 	}
+	n.leaveEpochs(ctx)
+	n.epochs.stop(true)
 	n.log.Info("draining in-flight calls")
 	if err := n.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("node: http shutdown: %w", err))

@@ -41,20 +41,23 @@ func ringMembers(s cluster.Snapshot) []ring.Member {
 	return members
 }
 
-// stateless returns the members of s with every State set to Alive.
+// stateless returns the members of s with every State set to Alive and
+// every Raft advert cleared.
 func stateless(s cluster.Snapshot) []cluster.Member {
 	out := slices.Clone(s.Members)
 	for i := range out {
 		out[i].State = cluster.Alive
+		out[i].Raft = cluster.RaftMeta{}
 	}
 	return out
 }
 
 // onlyStatesChanged reports whether s differs from the snapshot the ring
 // in force was last built from only in members' states (a suspicion
-// began or ended): anything else, metadata included, rebuilds the ring
-// and hands off, as any snapshot did before suspicion existed. Called
-// from onMembership only.
+// began or ended) or Raft adverts (which change with every epoch a member
+// applies, epochs.go): anything else, metadata included, rebuilds the
+// ring and hands off, as any snapshot did before suspicion existed.
+// Called from onMembership only.
 func (n *Node) onlyStatesChanged(s cluster.Snapshot) bool {
 	return n.builtFrom != nil && slices.Equal(n.builtFrom, stateless(s))
 }

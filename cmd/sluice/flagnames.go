@@ -36,6 +36,7 @@ var serveFlags = map[string]string{
 	"AdminNames":                   "admin-names",
 	"AdminTokenFile":               "admin-token-file",
 	"Join":                         "join",
+	"BootstrapExpect":              "bootstrap-expect",
 	"PeerTimeout":                  "peer-timeout",
 	"BatchWindow":                  "batch-window",
 	"Replicas":                     "replicas",

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -154,7 +156,7 @@ func suspects(ms []client.Member) []string {
 // any.
 func printMembers(w io.Writer, node string, ms []client.Member, mismatch, rlsMismatch []string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tVERSION\tPOLICY\tRLS")
+	fmt.Fprintln(tw, "NAME\tGRPC\tGOSSIP\tSTATE\tRING SHARE\tRAFT\tGROUP\tEPOCH\tVERSION\tPOLICY\tRLS")
 	cell := func(h, name string, mis []string) string {
 		switch {
 		case h == "":
@@ -164,9 +166,14 @@ func printMembers(w io.Writer, node string, ms []client.Member, mismatch, rlsMis
 		}
 		return h
 	}
+	dash := func(s string) string { return cmp.Or(s, "-") }
 	for _, m := range ms {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare, m.Version,
-			cell(m.PolicyHash, m.Name, mismatch), cell(m.RLSHash, m.Name, rlsMismatch))
+		epoch := "-"
+		if m.Epoch > 0 {
+			epoch = strconv.FormatUint(m.Epoch, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.GRPCAddr, m.GossipAddr, m.State, 100*m.RingShare,
+			dash(m.RaftRole), dash(m.RaftGroup), epoch, m.Version, cell(m.PolicyHash, m.Name, mismatch), cell(m.RLSHash, m.Name, rlsMismatch))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -2108,7 +2108,15 @@ type Member struct {
 	// equal on members that load the same envoyproxy/ratelimit files or xDS
 	// resources), empty for a member that advertises none (an older
 	// version).
-	RlsHash       string `protobuf:"bytes,8,opt,name=rls_hash,json=rlsHash,proto3" json:"rls_hash,omitempty"`
+	RlsHash string `protobuf:"bytes,8,opt,name=rls_hash,json=rlsHash,proto3" json:"rls_hash,omitempty"`
+	// The member's role in the Raft group that orders the ring's epochs, as
+	// the answering node knows it: "leader", "voter", "learner", or empty
+	// while it is in none (or runs none: an older version).
+	RaftRole string `protobuf:"bytes,9,opt,name=raft_role,json=raftRole,proto3" json:"raft_role,omitempty"`
+	// The Raft group the member advertises, 0 while it is in none.
+	RaftGroup uint64 `protobuf:"varint,10,opt,name=raft_group,json=raftGroup,proto3" json:"raft_group,omitempty"`
+	// The number of the last epoch the member applied, as it advertises it.
+	Epoch         uint64 `protobuf:"varint,11,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2197,6 +2205,27 @@ func (x *Member) GetRlsHash() string {
 		return x.RlsHash
 	}
 	return ""
+}
+
+func (x *Member) GetRaftRole() string {
+	if x != nil {
+		return x.RaftRole
+	}
+	return ""
+}
+
+func (x *Member) GetRaftGroup() uint64 {
+	if x != nil {
+		return x.RaftGroup
+	}
+	return 0
+}
+
+func (x *Member) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // RingConfig is how the cluster's consistent-hash ring is built, so that a
@@ -3128,7 +3157,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04cost\x18\x01 \x01(\x03R\x04cost\x12>\n" +
 	"\rexpires_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\fexpiresAfter\x12\x14\n" +
 	"\x05bound\x18\x03 \x01(\bR\x05bound\"\x10\n" +
-	"\x0eMembersRequest\"\xe5\x01\n" +
+	"\x0eMembersRequest\"\xb7\x02\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vgossip_addr\x18\x02 \x01(\tR\n" +
@@ -3140,7 +3169,12 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aversion\x18\x06 \x01(\tR\aversion\x12\x1f\n" +
 	"\vpolicy_hash\x18\a \x01(\tR\n" +
 	"policyHash\x12\x19\n" +
-	"\brls_hash\x18\b \x01(\tR\arlsHash\"x\n" +
+	"\brls_hash\x18\b \x01(\tR\arlsHash\x12\x1b\n" +
+	"\traft_role\x18\t \x01(\tR\braftRole\x12\x1d\n" +
+	"\n" +
+	"raft_group\x18\n" +
+	" \x01(\x04R\traftGroup\x12\x14\n" +
+	"\x05epoch\x18\v \x01(\x04R\x05epoch\"x\n" +
 	"\n" +
 	"RingConfig\x12'\n" +
 	"\x0fpartition_count\x18\x01 \x01(\x05R\x0epartitionCount\x12-\n" +
