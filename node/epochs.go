@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/epoch"
+	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/transport"
 )
 
@@ -22,9 +23,14 @@ import (
 // secret when configured; its view of the cluster is gossip's (feedView),
 // each member's Raft advert carried in its gossip metadata
 // (cluster.NodeMeta.Raft). Node.Run owns the group's loop; shutdown stops
-// it once a leaving leader has handed its leadership on. The group is run
-// and observed (the Membership API, /metrics); the limiter's ring still
-// follows gossip.
+// it once the group went on without the node.
+//
+// The limiter's ring is the ring of the last applied epoch (ringLoop), so
+// every node routes by the same agreed ring, once an applied epoch lists
+// this node; until then (a node joining, which applies the group's epochs
+// from the first, before its own join) it is built from gossip's
+// snapshots, as before epochs, and the node is not ready. A leaving node
+// installs its own ring (shutdown).
 
 // epochs is the node's member of the group.
 type epochs struct {
@@ -39,6 +45,11 @@ type epochs struct {
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when run returns
 	stopOnce sync.Once
+
+	latest  atomic.Pointer[epoch.Epoch] // the last epoch applied, for ringLoop
+	kick    chan struct{}               // buffer 1: latest changed
+	routing bool                        // the ring comes from epochs; guarded by Node.ringMu
+	routed  atomic.Bool                 // routing, for Ready
 }
 
 // localEpochTick is the group's tick under the local preset.
@@ -78,7 +89,7 @@ func (n *Node) newEpochs(reg prometheus.Registerer) error {
 	if err != nil {
 		return err
 	}
-	e := &epochs{sender: sender, done: make(chan struct{})}
+	e := &epochs{sender: sender, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	cfg.Transport = raftTransport{sender}
 	cfg.OnEpoch = n.onEpoch
@@ -183,6 +194,54 @@ func (n *Node) onEpoch(e epoch.Epoch) {
 	}
 	n.kickMeta()
 	n.feedView()
+	n.epochs.latest.Store(&e)
+	select {
+	case n.epochs.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sameRing reports whether r has exactly members (names and addresses):
+// the ring in force is kept then, as a snapshot that changed no member
+// keeps it (a rebuild starts a handoff round for nothing).
+func sameRing(r *ring.Ring, members []ring.Member) bool {
+	if r == nil || r.Len() != len(members) {
+		return false
+	}
+	for _, m := range members {
+		if have, ok := r.Member(m.Name); !ok || have != m {
+			return false
+		}
+	}
+	return true
+}
+
+// ringLoop installs the ring of the last applied epoch in the limiter
+// (a burst of epochs, as a joiner applies the group's history, makes one
+// ring: the group publishes its applied epoch before it delivers the
+// burst, so the earlier ones are skipped), once one lists this node; not
+// while the node shuts down.
+func (n *Node) ringLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.epochs.kick:
+		}
+		e := n.epochs.latest.Load()
+		if e.Number < n.epochs.node.Advert().Epoch {
+			continue // within a burst (a joiner catching up): its last epoch kicks again
+		}
+		n.ringMu.Lock()
+		if !n.stopping.Load() && (n.epochs.routing || slices.ContainsFunc(e.Members, func(m ring.Member) bool { return m.Name == n.cfg.NodeName })) {
+			if (sameRing(n.limiter.Ring(), e.Members) || n.setRing(slices.Clone(e.Members))) && !n.epochs.routing {
+				n.log.Info("routing by the ring's epochs", "epoch", e.Number, "group", fmt.Sprintf("%016x", e.Group))
+				n.epochs.routing = true
+				n.epochs.routed.Store(true)
+			}
+		}
+		n.ringMu.Unlock()
+	}
 }
 
 // advert is the node's Raft advert, for its gossip metadata.

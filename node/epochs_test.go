@@ -101,7 +101,8 @@ func gossipAddrs(t *testing.T, n int) []string {
 
 // agreed waits until every node of nodes applied the same epoch of one
 // group, whose ring is exactly want (names), with exactly one leader among
-// them, and returns that epoch's state as the first node knows it.
+// them, and routes by that ring, and returns that epoch's state as the
+// first node knows it.
 func agreed(t *testing.T, nodes []*node.Node, want []string, what string) node.EpochState {
 	t.Helper()
 	var last []node.EpochState
@@ -120,7 +121,7 @@ func agreed(t *testing.T, nodes []*node.Node, want []string, what string) node.E
 				ok = false
 			}
 		}
-		if ok && leaders == 1 {
+		if ok && leaders == 1 && routedBy(nodes, want) {
 			return last[0]
 		}
 		if time.Now().After(deadline) {
@@ -128,6 +129,23 @@ func agreed(t *testing.T, nodes []*node.Node, want []string, what string) node.E
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// routedBy reports whether every node's limiter ring is exactly want:
+// the nodes route by the agreed ring of the epoch they applied.
+func routedBy(nodes []*node.Node, want []string) bool {
+	for _, n := range nodes {
+		r := n.Limiter().Ring()
+		if r == nil || r.Len() != len(want) {
+			return false
+		}
+		for _, name := range want {
+			if _, ok := r.Member(name); !ok {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Three nodes given the same join list (their own address included, the
@@ -174,7 +192,13 @@ func TestEpochsOneGroupJoinAndLeave(t *testing.T) {
 		return true
 	})
 
-	tc.add("n3")
+	n3 := tc.add("n3")
+	// A joiner is ready only once it routes by an applied epoch that adds
+	// it (gossip's view alone does not make it ready).
+	waitFor(t, 20*time.Second, "n3 ready", n3.Ready)
+	if st := node.Epochs(n3); !slices.Contains(st.Members, "n3") {
+		t.Fatalf("n3 ready at epoch %d, which lists %v", st.Epoch, st.Members)
+	}
 	tc.waitConverged()
 	four := []string{"n0", "n1", "n2", "n3"}
 	s = agreed(t, tc.nodes, four, "a fourth joined")

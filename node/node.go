@@ -73,6 +73,7 @@ type Node struct {
 	policyState, rlsState configState
 
 	activity    *activity.Recorder // the status page's rates and hot keys (ui.go)
+	ringMu      sync.Mutex         // serializes the ring's rebuilds from gossip and from epochs (epochs.go)
 	builtFrom   []cluster.Member   // the members (states aside) of the last ring onMembership built (suspect.go)
 	epochs      *epochs            // the node's member of the Raft group of the ring's epochs (epochs.go)
 	ringChanges prometheus.Counter // sluice_ring_changes_total (metrics.go)
@@ -267,27 +268,36 @@ func New(cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
-// onMembership hands the suspects to the limiter, rebuilds the ring from a
-// membership snapshot and asks for a handoff; a snapshot that changed only
-// members' states keeps the ring (suspect.go). It runs on the cluster's
-// goroutine.
+// onMembership feeds the group of the ring's epochs its view, hands the
+// suspects to the limiter and, until the node routes by the applied
+// epochs (epochs.go), rebuilds the ring from a membership snapshot and
+// asks for a handoff; a snapshot that changed only members' states keeps
+// the ring (suspect.go). It runs on the cluster's goroutine.
 func (n *Node) onMembership(s cluster.Snapshot) {
 	n.noteSnapshot(s)
 	if n.stopping.Load() {
 		return // shutdown installs its own ring
 	}
 	n.limiter.SetSuspects(suspectsOf(s))
-	if n.onlyStatesChanged(s) {
-		return
+	n.ringMu.Lock()
+	defer n.ringMu.Unlock()
+	if n.epochs.routing || n.onlyStatesChanged(s) {
+		return // the ring comes from the applied epochs (epochs.go)
 	}
-	members := ringMembers(s)
+	if n.setRing(ringMembers(s)) {
+		n.builtFrom = stateless(s)
+	}
+}
+
+// setRing rebuilds the limiter's ring from members and asks for a
+// handoff; it reports whether the ring changed. Called with ringMu held.
+func (n *Node) setRing(members []ring.Member) bool {
 	n.forgetNewcomers(members)
 	n.peers.Connect(members)
 	if err := n.limiter.SetMembers(members); err != nil {
 		n.log.Error("ring rebuild failed; keeping the old ring", "err", err)
-		return
+		return false
 	}
-	n.builtFrom = stateless(s)
 	n.ringChanges.Inc()
 	n.peers.Forget(func(name string) bool {
 		_, ok := n.limiter.Ring().Member(name)
@@ -297,6 +307,7 @@ func (n *Node) onMembership(s cluster.Snapshot) {
 	case n.handoff <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // members lists the members for the Membership API.
@@ -350,10 +361,11 @@ func (n *Node) PeerStats() transport.PeerStats { return n.pm.Snapshot() }
 // Members returns the members this node sees.
 func (n *Node) Members() []api.MemberInfo { return n.members() }
 
-// Ready reports whether the node serves, has joined its cluster, and is
-// not shutting down.
+// Ready reports whether the node serves, has joined its cluster, routes
+// by the agreed ring (an applied epoch lists it), and is not shutting
+// down.
 func (n *Node) Ready() bool {
-	return n.serving.Load() && !n.stopping.Load() && n.cluster.Joined()
+	return n.serving.Load() && !n.stopping.Load() && n.cluster.Joined() && n.epochs.routed.Load()
 }
 
 // Close releases the listeners of a node that was never Run.
@@ -479,6 +491,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { n.metaLoop(gctx); return nil })
 	g.Go(n.epochs.run) // on a context of its own, which shutdown ends
+	g.Go(func() error { n.ringLoop(gctx); return nil })
 	g.Go(func() error {
 		<-gctx.Done()
 		return n.shutdown()
