@@ -167,7 +167,7 @@ func TestServeFlagTwins(t *testing.T) {
 	}}
 	flags := map[string]bool{}
 	for _, f := range []string{"node-name", "gossip-advertise-addr", "grpc-advertise-addr", "peer-advertise-addr",
-		"join", "config", "rls-config", "shutdown-timeout", "store-max-bytes", "cluster-secret-file", "data-dir", "data-sync-interval"} {
+		"join", "config", "rls-config", "shutdown-timeout", "store-max-bytes", "cluster-secret-file", "data-dir", "data-sync-interval", "bootstrap-expect"} {
 		flags[f] = true
 	}
 	if p := checkChart(chartDir, valueSet{name: "defaults", release: "sluice"}, flags, false); len(p) > 0 {
