@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/store"
 )
@@ -21,7 +22,7 @@ import (
 //
 // A body is one check item without cost (key, and policy or an inline
 // limit), and for a reset "remaining" (absent: full). The answer is 200
-// with the key's state (keyInfoJSON); 400 naming the field for bad input;
+// with the key's state (wire.KeyInfoJSON); 400 naming the field for bad input;
 // 403 without an admin identity; 503 when the key's owner is unreachable.
 
 // adminRequestJSON is the body of /v1/admin/inspect and /v1/admin/reset.
@@ -33,39 +34,11 @@ type adminRequestJSON struct {
 // adminParams are the query parameters of GET /v1/admin/inspect.
 var adminParams = []string{"key", "policy", "limit", "period", "burst", "algorithm", "calendar", "timezone", "failure_mode"}
 
-// keyInfoJSON is the answer of the admin routes.
-type keyInfoJSON struct {
-	Key        string `json:"key"`
-	Owner      string `json:"owner"`
-	Policy     string `json:"policy,omitempty"`
-	Algorithm  string `json:"algorithm"`
-	Limit      int64  `json:"limit"`
-	Remaining  int64  `json:"remaining"`
-	Used       int64  `json:"used"`
-	ResetAfter string `json:"reset_after"`
-	// ResetAt and WindowStart are RFC 3339 times (UTC).
-	ResetAt       string          `json:"reset_at,omitempty"`
-	WindowStart   string          `json:"window_start,omitempty"`
-	Exists        bool            `json:"exists"`
-	Grants        int             `json:"grants"`
-	GrantedTokens int64           `json:"granted_tokens"`
-	LeaseCount    int             `json:"lease_count"`
-	Leases        []leaseInfoJSON `json:"leases,omitempty"`
-	Reservations  int             `json:"reservations"`
-	ReservedUnits int64           `json:"reserved_units"`
-}
-
-type leaseInfoJSON struct {
-	Cost         int64  `json:"cost"`
-	ExpiresAfter string `json:"expires_after"`
-	Bound        bool   `json:"bound"`
-}
-
 // keyTime is a KeyInfo instant (unix ns) as a UTC time.
 func keyTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
-func toKeyInfoJSON(key string, k *limiter.KeyInfo) *keyInfoJSON {
-	out := &keyInfoJSON{Key: key, Owner: k.Owner, Policy: k.Policy, Algorithm: k.Algorithm.String(), Limit: k.Limit,
+func toKeyInfoJSON(key string, k *limiter.KeyInfo) *wire.KeyInfoJSON {
+	out := &wire.KeyInfoJSON{Key: key, Owner: k.Owner, Policy: k.Policy, Algorithm: k.Algorithm.String(), Limit: k.Limit,
 		Remaining: k.Remaining, Used: max(k.Limit-k.Remaining, 0), ResetAfter: k.ResetAfter.String(), Exists: k.Exists,
 		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount,
 		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits}
@@ -76,7 +49,7 @@ func toKeyInfoJSON(key string, k *limiter.KeyInfo) *keyInfoJSON {
 		out.WindowStart = keyTime(k.WindowStart).Format(time.RFC3339Nano)
 	}
 	for _, le := range k.Leases {
-		out.Leases = append(out.Leases, leaseInfoJSON{Cost: le.Cost, ExpiresAfter: le.ExpiresAfter.String(), Bound: le.Bound})
+		out.Leases = append(out.Leases, wire.LeaseInfoJSON{Cost: le.Cost, ExpiresAfter: le.ExpiresAfter.String(), Bound: le.Bound})
 	}
 	return out
 }

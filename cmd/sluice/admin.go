@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/internal/wire"
 )
 
 // `sluice inspect KEY` and `sluice reset KEY`: the admin calls
@@ -150,40 +151,13 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return printKeyInfo(stdout, ac.flags.asJSON, &info)
 }
 
-// keyInfoJSON is the --json form of a key's state (as the HTTP API's).
-type keyInfoJSON struct {
-	Key           string          `json:"key"`
-	Owner         string          `json:"owner"`
-	Policy        string          `json:"policy,omitempty"`
-	Algorithm     string          `json:"algorithm"`
-	Limit         int64           `json:"limit"`
-	Remaining     int64           `json:"remaining"`
-	Used          int64           `json:"used"`
-	ResetAfter    string          `json:"reset_after"`
-	ResetAt       string          `json:"reset_at,omitempty"`
-	WindowStart   string          `json:"window_start,omitempty"`
-	Exists        bool            `json:"exists"`
-	Grants        int             `json:"grants"`
-	GrantedTokens int64           `json:"granted_tokens"`
-	LeaseCount    int             `json:"lease_count"`
-	Leases        []leaseInfoJSON `json:"leases,omitempty"`
-	Reservations  int             `json:"reservations"`
-	ReservedUnits int64           `json:"reserved_units"`
-}
-
-type leaseInfoJSON struct {
-	Cost         int64  `json:"cost"`
-	ExpiresAfter string `json:"expires_after"`
-	Bound        bool   `json:"bound"`
-}
-
 // algorithmName is an algorithm's snake_case name.
 func algorithmName(a client.Algorithm) string {
 	return strings.ToLower(strings.TrimPrefix(a.String(), "ALGORITHM_"))
 }
 
 func printKeyInfo(w io.Writer, asJSON bool, k *client.KeyInfo) error {
-	j := keyInfoJSON{Key: k.Key, Owner: k.Owner, Policy: k.Policy, Algorithm: algorithmName(k.Algorithm), Limit: k.Limit,
+	j := wire.KeyInfoJSON{Key: k.Key, Owner: k.Owner, Policy: k.Policy, Algorithm: algorithmName(k.Algorithm), Limit: k.Limit,
 		Remaining: k.Remaining, Used: max(k.Limit-k.Remaining, 0), ResetAfter: k.ResetAfter.String(), Exists: k.Exists,
 		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount,
 		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits}
@@ -194,7 +168,7 @@ func printKeyInfo(w io.Writer, asJSON bool, k *client.KeyInfo) error {
 		j.WindowStart = k.WindowStart.UTC().Format(time.RFC3339)
 	}
 	for _, le := range k.Leases {
-		j.Leases = append(j.Leases, leaseInfoJSON{Cost: le.Cost, ExpiresAfter: le.ExpiresAfter.String(), Bound: le.Bound})
+		j.Leases = append(j.Leases, wire.LeaseInfoJSON{Cost: le.Cost, ExpiresAfter: le.ExpiresAfter.String(), Bound: le.Bound})
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)

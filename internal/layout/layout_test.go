@@ -52,7 +52,7 @@ var allowed = map[string][]string{
 	"client":            {"bucket", "ring", "internal/grant", "internal/identity", "internal/wire", "proto/sluice/v1"},
 	"client/middleware": {"client", "internal/rlheader"},
 	"internal/bench":    {"client"},
-	"cmd/sluice": {"bucket", "client", "internal/bench", "internal/plan", "internal/tlsconfig", "internal/version", "node",
+	"cmd/sluice": {"bucket", "client", "internal/bench", "internal/plan", "internal/tlsconfig", "internal/version", "internal/wire", "node",
 		"policy", "proto/sluice/v1", "rls/xds"},
 	"cmd/benchcompare": {"client", "internal/bench", "internal/procs", "internal/wire", "proto/sluice/v1"},
 	"cmd/benchcheck":   nil,
