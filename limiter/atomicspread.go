@@ -36,7 +36,6 @@ func (l *Limiter) checkAtomicSpread(ctx context.Context, reqs []Request, jobs []
 	var (
 		rr      []ReserveRequest
 		idx     []int
-		tooBig  = -1
 		allowed = true
 		made    []Reservation
 	)
@@ -44,7 +43,7 @@ func (l *Limiter) checkAtomicSpread(ctx context.Context, reqs []Request, jobs []
 		switch c := reqs[i].Cost; {
 		case c == 0:
 		case c > jobs[i].limit.Capacity():
-			tooBig, allowed = i, false
+			allowed = false // never allowed: more than the capacity (no retry)
 		default:
 			rr = append(rr, ReserveRequest{Request: reqs[i], Estimate: c, TTL: AtomicSpreadTTL, Holder: reqs[i].Client})
 			idx = append(idx, i)
@@ -84,9 +83,6 @@ func (l *Limiter) checkAtomicSpread(ctx context.Context, reqs []Request, jobs []
 			if !made[k].Allowed && made[k].RetryAfter > 0 {
 				out[idx[k]].RetryAfter = made[k].RetryAfter
 			}
-		}
-		if tooBig >= 0 {
-			out[tooBig].RetryAfter = 0 // never allowed: more than the capacity
 		}
 	}
 	return nil
