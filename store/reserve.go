@@ -206,15 +206,18 @@ func (s *Store) Settle(key uint64, l bucket.Limit, now int64, id LeaseID, actual
 	if at < 0 {
 		return Settled{}, ErrUnknownReservation
 	}
-	r := &set.list[at]
+	// A copy, written back: a settle into debt may append the key's debt
+	// record to set.list, moving it.
+	r := set.list[at]
 	out := Settled{Estimate: r.Estimate}
 	var already bool
-	out.Settlement, already = bucket.SettleRecord(r, actual, func(estimate, actual int64) bucket.Settlement {
+	out.Settlement, already = bucket.SettleRecord(&r, actual, func(estimate, actual int64) bucket.Settlement {
 		if m == nil {
 			return s.settleTokenLocked(sh, key, l, now, estimate, actual)
 		}
 		return s.settleWindowLocked(sh, m, key, l, now, r.Window, estimate, actual)
 	})
+	set.list[at] = r
 	out.Already, out.Actual = already, r.Actual
 	if already {
 		out.Result = s.readLocked(sh, m, key, l, now)
