@@ -40,7 +40,6 @@ func TestTokenDebtMovesWithKey(t *testing.T) {
 	// Replication: an heir's copy holds the debt.
 	heir := newStore(t, Config{})
 	a.ExportChanged(now, func(e Entry) bool {
-		t.Logf("replicated %+v", e)
 		if err := heir.Replace(e, now); err != nil {
 			t.Fatal(err)
 		}
@@ -68,6 +67,9 @@ func TestTokenDebtMovesWithKey(t *testing.T) {
 			t.Errorf("debt record %+v left after the debt ended", r)
 		}
 	}
+	checkResvBytes(t, a)
+	checkResvBytes(t, b)
+	checkResvBytes(t, heir)
 }
 
 // An imported debt beyond the bound a settle keeps to (one burst below
@@ -132,5 +134,22 @@ func TestTokenDebtResetAndRefund(t *testing.T) {
 	}
 	if res, _ := s.Take(1, l, now+10*sec, 10); !res.Allowed {
 		t.Errorf("after Reset to full: %+v, want the debt gone", res)
+	}
+	s.Sweep(now + 10*sec)
+	checkResvBytes(t, s)
+}
+
+// checkResvBytes fails the test if Stats().Bytes disagrees with the maps
+// and the reservation sets (their debt records included).
+func checkResvBytes(t *testing.T, s *Store) {
+	t.Helper()
+	_, bytes := recount(s)
+	for i := range s.resv {
+		for _, set := range s.resv[i] {
+			bytes += set.size()
+		}
+	}
+	if got := s.Stats().Bytes; got != bytes {
+		t.Errorf("Stats().Bytes %d, maps and reservations hold %d", got, bytes)
 	}
 }
