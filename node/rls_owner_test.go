@@ -11,6 +11,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluice-rl/sluice/client"
+	"github.com/sluice-rl/sluice/internal/bench"
 	"github.com/sluice-rl/sluice/node"
 )
 
@@ -132,5 +133,24 @@ func TestRLSToOwner(t *testing.T) {
 		if rpcs, items := call(n, usersReq(mixed...)); rpcs != 2 || items != 4 {
 			t.Errorf("6 descriptors of 3 owners sent to %s: %d peer RPCs with %d items, want 2 (one per other owner) with 4", n.Name(), rpcs, items)
 		}
+	}
+
+	// benchcompare's sluice-owner: the bench's RLS target routed by
+	// bench.SluiceRLSOwner reaches each descriptor's owner, so no node
+	// forwards.
+	tg, err := bench.NewRLSTarget(bench.RLSConfig{Domain: "web", Key: "user", Owner: bench.SluiceRLSOwner(c, time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	before := peerStats(tc.nodes)
+	allowed := make([]bool, 1)
+	for i := range 60 {
+		if err := tg.Check(context.Background(), []string{fmt.Sprintf("bench-%d", i)}, allowed); err != nil || !allowed[0] {
+			t.Fatalf("bench target, call %d: %v, allowed %v", i, err, allowed[0])
+		}
+	}
+	if after := peerStats(tc.nodes); after.CheckRPCs != before.CheckRPCs {
+		t.Errorf("60 calls of the owner-routed bench target: %d peer RPCs, want none", after.CheckRPCs-before.CheckRPCs)
 	}
 }
