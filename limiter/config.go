@@ -99,6 +99,18 @@ type Config struct {
 	// metric (the rate of checks and denials, a sample of their keys) for
 	// the status page; nil keeps none.
 	Activity *activity.Recorder
+
+	// OwnerLease, if set, returns how long this node still holds its
+	// owner lease (renewed through a majority of the group of the ring's
+	// epochs: the time to the node's epoch.Node.LeaseUntil, on its
+	// monotonic clock); 0 or less when it holds none. While it holds
+	// none, no key is decided here as its owner: each check is answered
+	// from its limit's failure mode, and one forwarded here is answered
+	// ErrNoLease (applying nothing) so that its sender falls back
+	// (ownerlease.go). Nil means the lease is always held (one process,
+	// tests). It is called only when the time last returned has run out
+	// on Clock (at most MaxLeaseReading is taken from one call).
+	OwnerLease func() time.Duration
 }
 
 // New validates cfg and builds a Limiter. Errors wrap ErrInvalidConfig
@@ -178,6 +190,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	l.metrics.activity = cfg.Activity
+	l.lease.src = cfg.OwnerLease
 	return l, nil
 }
 

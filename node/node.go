@@ -56,6 +56,7 @@ type Node struct {
 	serving  atomic.Bool
 	stopping atomic.Bool
 	crashed  atomic.Bool // FaultCrash was injected
+	raftCut  atomic.Bool // FaultRaftCut is in force
 	disk     disk        // Config.DataDir (persist.go)
 	replMu   sync.Mutex  // serializes limiter.Replicate (replicateLoop, flushDisk)
 	ran      atomic.Bool
@@ -171,6 +172,7 @@ func New(cfg Config) (n *Node, err error) {
 		Logger:             log,
 		Activity:           n.activity,
 		OnChanged:          n.onChanged(),
+		OwnerLease:         n.ownerLease,
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
