@@ -22,7 +22,7 @@ import (
 // needs, a meaning changed). Nodes whose versions differ by at most one
 // run side by side (docs/compatibility.md); 0 is a node from before
 // versions were carried.
-const PeerProtocol = 1
+const PeerProtocol = 2
 
 // ProtocolHeader is the gRPC metadata key carrying the caller's
 // PeerProtocol on every sluice.v1.Peer call. A call without it comes from
