@@ -92,6 +92,12 @@ func protocolServerOptions(local int) []grpc.ServerOption {
 	}
 }
 
+// ProtocolDialOptions send this build's PeerProtocol on every call of a
+// client dialed with them (a PeerClient has them): for a tool or test
+// that calls sluice.v1.Peer itself, since a call without the header comes
+// from protocol 0, outside the window of protocol 2.
+func ProtocolDialOptions() []grpc.DialOption { return protocolDialOptions(PeerProtocol) }
+
 // protocolDialOptions send this node's peer protocol version on every
 // call of a PeerClient.
 func protocolDialOptions(local int) []grpc.DialOption {
