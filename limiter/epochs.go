@@ -78,8 +78,8 @@ func WithSenderEpoch(ctx context.Context, e uint64) context.Context {
 	return context.WithValue(ctx, senderEpochKey{}, e)
 }
 
-// senderEpoch is the epoch WithSenderEpoch put on ctx, or 0.
-func senderEpoch(ctx context.Context) uint64 {
+// SenderEpoch is the epoch WithSenderEpoch put on ctx, or 0.
+func SenderEpoch(ctx context.Context) uint64 {
 	e, _ := ctx.Value(senderEpochKey{}).(uint64)
 	return e
 }
@@ -102,7 +102,7 @@ func (l *Limiter) catchUp(ctx context.Context) (sender, mine uint64, err error) 
 	if l.epoch == nil {
 		return 0, 0, nil
 	}
-	if sender = senderEpoch(ctx); sender == 0 {
+	if sender = SenderEpoch(ctx); sender == 0 {
 		return 0, 0, nil
 	}
 	if mine = l.epoch(); sender <= mine {
