@@ -130,6 +130,9 @@ func (l *Limiter) AdminForwarded(ctx context.Context, from string, hops int, ite
 	if err := l.checkPeer("Admin", from); err != nil {
 		return KeyInfo{}, err
 	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+		return KeyInfo{}, err
+	}
 	return l.adminAt(ctx, l.view.Load(), hops+1, hops >= 1, item, op)
 }
 
@@ -153,6 +156,9 @@ func (l *Limiter) adminAt(ctx context.Context, v *view, hops int, forceLocal boo
 	}
 	info, err := l.peers.Admin(ctx, owner, hops, it, op)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.adminAt(ctx, nv, hops+1, false, it, op) // the epoch's redirect (epochs.go)
+		}
 		return KeyInfo{Owner: owner.Name}, err
 	}
 	return info, nil

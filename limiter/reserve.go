@@ -145,6 +145,9 @@ func (l *Limiter) reserve(ctx context.Context, v *view, hops int, forceLocal boo
 	}
 	a, id, err := l.peers.Reserve(ctx, owner, hops, it, ttl)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.reserve(ctx, nv, hops+1, false, it, ttl) // the epoch's redirect (epochs.go)
+		}
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, store.LeaseID{}, owner.Name
 	}
 	return a, id, owner.Name
@@ -199,6 +202,9 @@ func (l *Limiter) settle(ctx context.Context, v *view, hops int, forceLocal bool
 	}
 	a, sa, err := l.peers.Settle(ctx, owner, hops, it, id)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.settle(ctx, nv, hops+1, false, it, id) // the epoch's redirect (epochs.go)
+		}
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, SettleAnswer{}, owner.Name
 	}
 	return a, sa, owner.Name
@@ -210,6 +216,9 @@ func (l *Limiter) ReserveForwarded(ctx context.Context, from string, hops int, i
 	if err := l.checkPeer("Reserve", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+		return Answer{}, store.LeaseID{}, err
+	}
 	a, id, _ := l.reserve(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
 	return a, id, nil
 }
@@ -218,6 +227,9 @@ func (l *Limiter) ReserveForwarded(ctx context.Context, from string, hops int, i
 // ReserveForwarded).
 func (l *Limiter) SettleForwarded(ctx context.Context, from string, hops int, item Forwarded, id store.LeaseID) (Answer, SettleAnswer, error) {
 	if err := l.checkPeer("Settle", from); err != nil {
+		return Answer{}, SettleAnswer{}, err
+	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, SettleAnswer{}, err
 	}
 	id.Holder = item.Holder
