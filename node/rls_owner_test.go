@@ -95,32 +95,43 @@ func TestRLSToOwner(t *testing.T) {
 		}
 	}
 
-	// call sends req to n and returns the peer Check RPCs and items n sent.
-	call := func(n *node.Node, req *rlsv3.RateLimitRequest) (rpcs, items uint64) {
+	// expect sends req to n until the peer Check RPCs and items n sent
+	// for it are the wanted ones, at most 5 times (a node that suspects
+	// a peer under load answers for it locally, and a timed-out RPC is
+	// sent again), and returns the last counts. Code that forwarded the
+	// descriptors one by one, or to the wrong node, never meets them.
+	expect := func(n *node.Node, req *rlsv3.RateLimitRequest, wantRPCs, wantItems uint64) (rpcs, items uint64, ok bool) {
 		t.Helper()
-		before := n.PeerStats()
-		resp := shouldRateLimit(t, rlsClient(t, n.GRPCAddr()), req)
-		after := n.PeerStats()
-		if len(resp.GetStatuses()) != len(req.GetDescriptors()) || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
-			t.Fatalf("%s: %v", n.Name(), resp)
-		}
-		for i, st := range resp.GetStatuses() {
-			if st.GetCurrentLimit().GetRequestsPerUnit() != rpu {
-				t.Fatalf("%s: descriptor %d: %v, want the rule's limit", n.Name(), i, st)
+		for range 5 {
+			waitFor(t, 10*time.Second, n.Name()+" suspecting no peer", func() bool { return len(n.Limiter().Suspects()) == 0 })
+			before := n.PeerStats()
+			resp := shouldRateLimit(t, rlsClient(t, n.GRPCAddr()), req)
+			after := n.PeerStats()
+			if len(resp.GetStatuses()) != len(req.GetDescriptors()) || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+				t.Fatalf("%s: %v", n.Name(), resp)
+			}
+			for i, st := range resp.GetStatuses() {
+				if st.GetCurrentLimit().GetRequestsPerUnit() != rpu {
+					t.Fatalf("%s: descriptor %d: %v, want the rule's limit", n.Name(), i, st)
+				}
+			}
+			rpcs, items = after.CheckRPCs-before.CheckRPCs, after.ForwardedItems-before.ForwardedItems
+			if rpcs == wantRPCs && items == wantItems {
+				return rpcs, items, true
 			}
 		}
-		return after.CheckRPCs - before.CheckRPCs, after.ForwardedItems - before.ForwardedItems
+		return rpcs, items, false
 	}
 	for _, owner := range tc.nodes {
 		req := usersReq(users[owner.Name()]...)
-		if rpcs, items := call(owner, req); rpcs != 0 || items != 0 {
+		if rpcs, items, ok := expect(owner, req, 0, 0); !ok {
 			t.Errorf("%d descriptors sent to their owner %s: %d peer RPCs with %d items, want none", per, owner.Name(), rpcs, items)
 		}
 		for _, other := range tc.nodes {
 			if other == owner {
 				continue
 			}
-			if rpcs, items := call(other, req); rpcs != 1 || items != per {
+			if rpcs, items, ok := expect(other, req, 1, per); !ok {
 				t.Errorf("%d descriptors of %s sent to %s: %d peer RPCs with %d items, want 1 with %d", per, owner.Name(), other.Name(), rpcs, items, per)
 			}
 		}
@@ -130,7 +141,7 @@ func TestRLSToOwner(t *testing.T) {
 		mixed = append(mixed, users[n.Name()][:2]...)
 	}
 	for _, n := range tc.nodes {
-		if rpcs, items := call(n, usersReq(mixed...)); rpcs != 2 || items != 4 {
+		if rpcs, items, ok := expect(n, usersReq(mixed...), 2, 4); !ok {
 			t.Errorf("6 descriptors of 3 owners sent to %s: %d peer RPCs with %d items, want 2 (one per other owner) with 4", n.Name(), rpcs, items)
 		}
 	}
