@@ -72,7 +72,10 @@ func withDebt(s TokenState, d TokenDebt, l Limit, now int64) TokenState {
 	if !d.Owns(l, now) {
 		return s
 	}
-	until := min(d.Until, now+(1+TokenDebtBursts)*l.Capacity()*l.interval())
+	until := d.Until
+	if bound := (1 + TokenDebtBursts) * l.Capacity() * l.interval(); until-now > bound {
+		until = now + bound // < d.Until: no overflow
+	}
 	return TokenState{TAT: max(s.TAT, until)}
 }
 

@@ -72,3 +72,30 @@ func TestTokenDebtSteps(t *testing.T) {
 		}
 	}
 }
+
+// Units given back (a grant's unspent tokens) pay a debt first; the debt
+// record round-trips; another limit's give-back leaves the debt alone.
+func TestGiveTokenDebt(t *testing.T) {
+	const s = int64(time.Second)
+	a := Limit{Algorithm: TokenBucket, Limit: 10, Period: 10 * time.Second}
+	b := Limit{Algorithm: TokenBucket, Limit: 20, Period: 10 * time.Second}
+	st, d := TokenState{TAT: t0 + 10*s}, TokenDebt{Capacity: 10, Interval: s, Until: t0 + 20*s}
+	if r := d.Record(); !r.IsDebt() || r.Debt() != d || !r.Settled {
+		t.Fatalf("record %+v does not round-trip %+v", r, d)
+	}
+	if (Reservation{ID: DebtID, Tag: 1}).IsDebt() {
+		t.Error("a reservation with another tag is a debt record")
+	}
+	st2, d2, given, _, err := GiveTokenDebt(st, d, b, t0, 5)
+	if err != nil || d2 != d || given != 5 || st2.TAT != t0+7500*int64(time.Millisecond) {
+		t.Errorf("another limit's give-back: %v %+v given %d %v, want 5 given to the state, the debt untouched", st2, d2, given, err)
+	}
+	st, d, given, res, err := GiveTokenDebt(st, d, a, t0, 4)
+	if err != nil || given != 4 || d.Units(t0) != 6 || res.Remaining != 0 || st.TAT != t0+10*s {
+		t.Fatalf("give 4 back in debt of 10: %v %+v given %d %+v %v, want 6 left owed, none to spend", st, d, given, res, err)
+	}
+	st, d, given, res, err = GiveTokenDebt(st, d, a, t0, 10)
+	if err != nil || given != 10 || d != (TokenDebt{}) || res.Remaining != 4 || st.TAT != t0+6*s {
+		t.Fatalf("give 10 back in debt of 6: %v %+v given %d %+v %v, want the debt paid and 4 to spend", st, d, given, res, err)
+	}
+}

@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"errors"
+	"math"
 	"time"
 )
 
@@ -113,7 +114,10 @@ func SettleToken(s TokenState, l Limit, now, estimate, actual int64) (TokenState
 		}
 	case d > 0:
 		base := max(s.TAT, now)
-		room := max(now+(1+TokenDebtBursts)*tau-base, 0) / interval
+		// Up to (1+TokenDebtBursts) horizons ahead of now, written so as
+		// not to overflow: base-now is at most that (the caller clamps).
+		room := max((1+TokenDebtBursts)*tau-(base-now), 0) / interval
+		room = min(room, (math.MaxInt64-base)/interval)
 		st.Charged = min(d, room)
 		st.Forgiven = d - st.Charged
 		s.TAT = base + st.Charged*interval

@@ -46,7 +46,7 @@ func (s *Store) setDebtLocked(sh *shard, key uint64, set *resvSet, old, d bucket
 					set.list[i].Expires = now // dropped by the next prune
 				}
 				set.first = min(set.first, set.list[i].Expires)
-				s.noteWrite(sh, key, d.Until)
+				s.noteWrite(sh, key, set.list[i].Expires) // a sweep then prunes a dropped one
 				return
 			}
 		}

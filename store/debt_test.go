@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,44 @@ func checkResvBytes(t *testing.T, s *Store) {
 	}
 	if got := s.Stats().Bytes; got != bytes {
 		t.Errorf("Stats().Bytes %d, maps and reservations hold %d", got, bytes)
+	}
+}
+
+// Whatever debt an import brings (random ones, valid or not), a check
+// under any limit waits at most what the bounds allow: under the debt's
+// own limit two horizons and the clock skew, under another limit its own
+// horizon (the clamp's isolation bound).
+func TestImportedDebtBounded(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC).UnixNano()
+	rng := rand.New(rand.NewPCG(33, 33))
+	limits := []bucket.Limit{
+		{Algorithm: bucket.TokenBucket, Limit: 10, Period: 10 * time.Second},
+		{Algorithm: bucket.TokenBucket, Limit: 5, Period: 5 * time.Second},
+		{Algorithm: bucket.TokenBucket, Limit: 100, Period: time.Minute, Burst: 300},
+		{Algorithm: bucket.TokenBucket, Limit: 1, Period: time.Hour},
+	}
+	s := newStore(t, Config{})
+	for i := range 2000 {
+		owner := limits[rng.IntN(len(limits))]
+		h := int64(owner.Horizon())
+		d := bucket.TokenDebt{Capacity: owner.Capacity(), Interval: h / owner.Capacity(), Until: now + rng.Int64N(3*h+int64(ClockSkew))}
+		e := Entry{Key: uint64(i), Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: now + rng.Int64N(2*h)},
+			Reservations: []bucket.Reservation{d.Record()}}
+		if err := s.Import(e, now); err != nil {
+			continue // refused: beyond the bound
+		}
+		for _, l := range limits {
+			res, err := s.Take(uint64(i), l, now, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound := int64(l.Horizon())
+			if l.Capacity() == d.Capacity && int64(l.Horizon())/l.Capacity() == d.Interval {
+				bound = 2*int64(l.Horizon()) + int64(ClockSkew)
+			}
+			if int64(res.RetryAfter) > bound || int64(res.ResetAfter) > bound {
+				t.Fatalf("key %d, debt %+v, limit %+v: %+v, beyond %v", i, d, l, res, time.Duration(bound))
+			}
+		}
 	}
 }

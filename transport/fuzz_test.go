@@ -135,6 +135,9 @@ func FuzzKeyStates(f *testing.F) {
 		{Hash: 4, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, LeaseId: []uint64{9}, LeaseCost: []int64{1}, LeaseExpires: []int64{5}},
 		{Hash: 10, Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Reservations: []*sluicev1.PeerReservation{
 			{Id: 1, Tag: 2, Estimate: 100, Expires: 1e18}, {Id: 3, Tag: 4, Holder: 5, Estimate: 7, Window: 60, Expires: 9, Settled: true, Actual: 9, Charged: 2}}},
+		// A token bucket's debt record (bucket.TokenDebt.Record).
+		{Hash: 11, Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Tat: 1e18, Reservations: []*sluicev1.PeerReservation{
+			{Id: bucket.DebtID, Tag: bucket.DebtTag, Estimate: 10, Window: 1e9, Expires: 1e18 + 1e10, Settled: true}}},
 	}})
 	seedMessage(f, &sluicev1.FetchResponse{States: []*sluicev1.KeyState{
 		{Hash: 5, Algorithm: sluicev1.Algorithm_ALGORITHM_SLIDING_LOG, LogAt: []int64{1}},
