@@ -47,6 +47,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,6 +119,8 @@ type httpAPI struct {
 	admin       *Admin
 
 	obsCheck, obsUsage, obsHealthz, obsReadyz, obsMetrics, obsJSON prometheus.Observer
+
+	checks sync.Pool // of *checkMemory
 }
 
 // NewHTTPHandler returns the HTTP API. cfg.Checker is required.
@@ -273,9 +276,11 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 		inURL  bool
 		atomic bool
 	)
+	m := a.checkMemory()
+	defer a.releaseCheckMemory(m)
 	if body != nil && len(bytes.TrimSpace(body.Bytes())) > 0 {
 		if herr = onlyParams(q, checkBodyParams); herr == nil {
-			reqs, atomic, herr = decodeCheckRequest(body.Bytes())
+			reqs, atomic, herr = decodeCheckRequest(body.Bytes(), m)
 		}
 	} else if r.Method == http.MethodPost && len(q) == 0 {
 		herr = &httpError{status: http.StatusBadRequest, field: "body",
@@ -299,7 +304,8 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 	if atomic {
 		results, err = checkAtomic(r.Context(), a.checker, reqs)
 	} else {
-		results, err = a.checker.Check(r.Context(), reqs, make([]limiter.Result, 0, len(reqs)))
+		results, err = a.checker.Check(r.Context(), reqs, slices.Grow(m.results[:0], len(reqs)))
+		m.results = results
 	}
 	if err != nil {
 		writeError(w, a.checkError(err, inURL, q))
@@ -316,11 +322,12 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	setRateLimitHeaders(w.Header(), results)
-	out := checkResponseJSON{Results: make([]resultJSON, len(results))}
+	out := &m.resp
+	out.Results = slices.Grow(out.Results[:0], len(results))[:len(results)]
 	for i := range results {
 		toResultJSON(&out.Results[i], &results[i])
 	}
-	writeJSON(w, status, &out)
+	writeJSON(w, status, out)
 }
 
 // checkError maps an error from the Checker to an HTTP error. Validation
