@@ -305,8 +305,10 @@ func (a *httpAPI) serveCheck(w http.ResponseWriter, r *http.Request) {
 	if atomic {
 		results, err = checkAtomic(r.Context(), a.checker, reqs)
 	} else {
-		results, err = a.checker.Check(r.Context(), reqs, slices.Grow(m.results[:0], len(reqs)))
-		m.results = results
+		// The results are appended to m's (only m's own array is reused:
+		// a Checker may answer with a slice of its own).
+		m.results = slices.Grow(m.results, len(reqs))
+		results, err = a.checker.Check(r.Context(), reqs, m.results)
 	}
 	if err != nil {
 		writeError(w, a.checkError(err, inURL, q))
