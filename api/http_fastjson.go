@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/sluice-rl/sluice/limiter"
 )
@@ -14,13 +15,19 @@ import (
 // toRequest refuses, it reports false and decodeCheckBody's full decoder
 // decides (with its errors): what the fast path accepts, the full decoder
 // accepts the same way (FuzzDecodeCheckFast compares them).
-func decodeCheckFast(data []byte) ([]limiter.Request, bool) {
+//
+// The items' values and requests are decoded into m (nil: new memory),
+// whose strings are reused while the bytes are equal (see checkMemory).
+func decodeCheckFast(data []byte, m *checkMemory) ([]limiter.Request, bool) {
+	if m == nil {
+		m = new(checkMemory)
+	}
 	p := fastJSON{b: data}
 	if !p.lit('{') || !p.name("checks") || !p.lit(':') || !p.lit('[') {
 		return nil, false
 	}
 	var items [4]checkItemJSON // longer bodies take the full decoder
-	var vals [4]itemValues
+	vals := &m.vals
 	n := 0
 	for {
 		if n == len(items) {
@@ -38,7 +45,8 @@ func decodeCheckFast(data []byte) ([]limiter.Request, bool) {
 		}
 		break
 	}
-	reqs := make([]limiter.Request, n)
+	reqs := slices.Grow(m.reqs[:0], n)[:n]
+	m.reqs = reqs
 	for i := range n {
 		if herr := items[i].toRequest(i, 1, &reqs[i]); herr != nil {
 			return nil, false
@@ -47,8 +55,13 @@ func decodeCheckFast(data []byte) ([]limiter.Request, bool) {
 	return reqs, true
 }
 
-// itemValues holds the integers an item's pointers point to.
-type itemValues struct{ limit, burst, cost int64 }
+// itemValues holds the values an item's pointers point to, and the strings
+// its item decoded last, reused while the bytes are equal.
+type itemValues struct {
+	limit, burst, cost int64
+	key, policy        string
+	strs               [5]string // period, algorithm, failure_mode, calendar, timezone
+}
 
 // fastJSON is decodeCheckFast's reader of data from i.
 type fastJSON struct {
@@ -150,7 +163,7 @@ const (
 	memTimezone
 )
 
-// item reads one {...} check into it; its integers go to v.
+// item reads one {...} check into it; its values go to v.
 func (p *fastJSON) item(it *checkItemJSON, v *itemValues) bool {
 	if !p.lit('{') {
 		return false
@@ -168,6 +181,7 @@ func (p *fastJSON) item(it *checkItemJSON, v *itemValues) bool {
 		var ip **int64
 		var iv *int64
 		var sp **string
+		var si int // sp's string in v.strs
 		switch {
 		case bytes.Equal(name, []byte("key")):
 			bit = memKey
@@ -180,15 +194,15 @@ func (p *fastJSON) item(it *checkItemJSON, v *itemValues) bool {
 		case bytes.Equal(name, []byte("cost")):
 			bit, ip, iv = memCost, &it.Cost, &v.cost
 		case bytes.Equal(name, []byte("period")):
-			bit, sp = memPeriod, &it.Period
+			bit, sp, si = memPeriod, &it.Period, 0
 		case bytes.Equal(name, []byte("algorithm")):
-			bit, sp = memAlgorithm, &it.Algorithm
+			bit, sp, si = memAlgorithm, &it.Algorithm, 1
 		case bytes.Equal(name, []byte("failure_mode")):
-			bit, sp = memFailureMode, &it.FailureMode
+			bit, sp, si = memFailureMode, &it.FailureMode, 2
 		case bytes.Equal(name, []byte("calendar")):
-			bit, sp = memCalendar, &it.Calendar
+			bit, sp, si = memCalendar, &it.Calendar, 3
 		case bytes.Equal(name, []byte("timezone")):
-			bit, sp = memTimezone, &it.Timezone
+			bit, sp, si = memTimezone, &it.Timezone, 4
 		default:
 			return false
 		}
@@ -209,12 +223,12 @@ func (p *fastJSON) item(it *checkItemJSON, v *itemValues) bool {
 			}
 			switch {
 			case bit == memKey:
-				it.Key.s = string(s)
+				it.Key.s = reuse(&v.key, s)
 			case bit == memPolicy:
-				it.Policy = string(s)
+				it.Policy = reuse(&v.policy, s)
 			default:
-				str := string(s)
-				*sp = &str
+				reuse(&v.strs[si], s)
+				*sp = &v.strs[si]
 			}
 		}
 		if p.lit(',') {

@@ -16,7 +16,7 @@ func TestDecodeCheckFast(t *testing.T) {
 		`{"checks":[{"key":"k","limit":9223372036854775807,"period":"7d","calendar":"week","timezone":"Europe/Paris"}]}`,
 		`{"checks":[{"key":"k","limit":-0,"period":"1h30m"},{"key":"","policy":"x"},{"key":"k","policy":"x"},{"key":"k","policy":"y"}]}`,
 	} {
-		got, ok := decodeCheckFast([]byte(body))
+		got, ok := decodeCheckFast([]byte(body), nil)
 		if !ok {
 			t.Errorf("%s: not taken by the fast path", body)
 			continue
@@ -49,7 +49,7 @@ func TestDecodeCheckFast(t *testing.T) {
 		`{"checks":[` + strings.Repeat(`{"key":"k","policy":"p"},`, 4) + `{"key":"k","policy":"p"}]}`, // 5 items
 		"\ufeff" + `{"checks":[{"key":"k","policy":"p"}]}`,
 	} {
-		if reqs, ok := decodeCheckFast([]byte(body)); ok {
+		if reqs, ok := decodeCheckFast([]byte(body), nil); ok {
 			t.Errorf("%s: taken by the fast path: %+v", body, reqs)
 		}
 	}
@@ -67,22 +67,32 @@ func TestDecodeCheckFastAllocs(t *testing.T) {
 	}
 }
 
-// Whatever body the fast path takes, the full decoder takes the same way.
+// Whatever body the fast path takes, the full decoder takes the same way,
+// whatever the pooled memory decoded before.
 func FuzzDecodeCheckFast(f *testing.F) {
 	f.Add([]byte(`{"checks":[{"key":"user:42","limit":100,"period":"1m"}]}`))
 	f.Add([]byte(`{"checks":[{"key":"a","limit":-5,"period":"1s","burst":10,"cost":0,"algorithm":"sliding_window","failure_mode":"deny"},{"key":"b","policy":"p"}]}`))
 	f.Add([]byte(`{"checks":[{"key":"k","limit":5,"period":"1d","calendar":"month","timezone":"UTC"}]}`))
+	full := []byte(`{"checks":[{"key":"a","limit":5,"period":"1s","burst":9,"cost":2,"algorithm":"fixed_window",` +
+		`"failure_mode":"deny","calendar":"day","timezone":"UTC"},{"key":"b","policy":"p","cost":1}]}`)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := decodeCheckFast(data)
-		if !ok {
-			return
+		// Into pooled memory that decoded another body before, and again.
+		m := new(checkMemory)
+		if _, ok := decodeCheckFast(full, m); !ok {
+			t.Fatal("the fast path refuses the full body")
 		}
-		want, _, herr := decodeCheckFull(data)
-		if herr != nil {
-			t.Fatalf("the fast path took %q, the full decoder refuses it: %v", data, herr)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q: fast %+v, full %+v", data, got, want)
+		for range 2 {
+			got, ok := decodeCheckFast(data, m)
+			if !ok {
+				return
+			}
+			want, _, herr := decodeCheckFull(data)
+			if herr != nil {
+				t.Fatalf("the fast path took %q, the full decoder refuses it: %v", data, herr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%q: fast %+v, full %+v", data, got, want)
+			}
 		}
 	})
 }

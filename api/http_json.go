@@ -113,15 +113,15 @@ func durationString(d time.Duration) string {
 // requests. Errors are 400s that name the offending field
 // ("checks[2].period", "body" for malformed JSON).
 func decodeCheckBody(data []byte) ([]limiter.Request, *httpError) {
-	reqs, _, herr := decodeCheckRequest(data)
+	reqs, _, herr := decodeCheckRequest(data, nil)
 	return reqs, herr
 }
 
 // decodeCheckRequest is decodeCheckBody that also returns "atomic": the
 // fast decoder for the common shape (which has no "atomic"), else
 // decodeCheckFull.
-func decodeCheckRequest(data []byte) ([]limiter.Request, bool, *httpError) {
-	if reqs, ok := decodeCheckFast(data); ok {
+func decodeCheckRequest(data []byte, m *checkMemory) ([]limiter.Request, bool, *httpError) {
+	if reqs, ok := decodeCheckFast(data, m); ok {
 		return reqs, false, nil
 	}
 	return decodeCheckFull(data)

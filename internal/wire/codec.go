@@ -14,6 +14,7 @@ package wire
 
 import (
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -34,19 +35,25 @@ type vtMessage interface {
 	UnmarshalVT(data []byte) error
 }
 
-// Codec is the CodecV2. The zero value is ready to use and it is safe for
-// concurrent use; use [ServerOption] and [DialOption] to install it.
-type Codec struct{}
+// Codec is the CodecV2, safe for concurrent use; use [ServerOption] and
+// [DialOption] to install it. Theirs reuse the memory of small encodings
+// (NewCodec); the zero value is ready to use and allocates it.
+type Codec struct {
+	small *sync.Pool // of *smallBuffer; nil: none
+}
+
+// NewCodec returns a codec that reuses the memory of small encodings.
+func NewCodec() Codec { return Codec{small: new(sync.Pool)} }
 
 var _ encoding.CodecV2 = Codec{}
 
 // ServerOption makes a gRPC server use the codec for every call, whatever
 // content-subtype the client sent.
-func ServerOption() grpc.ServerOption { return grpc.ForceServerCodecV2(Codec{}) }
+func ServerOption() grpc.ServerOption { return grpc.ForceServerCodecV2(NewCodec()) }
 
 // DialOption makes every call on a client connection use the codec.
 func DialOption() grpc.DialOption {
-	return grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec{}))
+	return grpc.WithDefaultCallOptions(grpc.ForceCodecV2(NewCodec()))
 }
 
 // Name returns [Name].
@@ -55,11 +62,11 @@ func (Codec) Name() string { return CodecName }
 // Marshal encodes v, a protobuf message, into one buffer: from gRPC's buffer
 // pool when the message is large enough to be worth pooling, as gRPC's own
 // codec does. gRPC frees the buffer once it has been written.
-func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(vtMessage); ok {
 		size := m.SizeVT()
-		if size <= smallMessage {
-			return marshalSmall(m, size)
+		if size <= smallMessage && c.small != nil {
+			return marshalSmall(c.small, m, size)
 		}
 		if mem.IsBelowBufferPoolingThreshold(size) {
 			buf := make([]byte, size)
@@ -104,25 +111,44 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 const smallMessage = 64
 
 // smallBuffer is a small message's encoding and the BufferSlice that
-// holds it, in one allocation rather than three (the bytes, the
-// SliceBuffer boxed in the Buffer interface, the slice's array).
+// holds it, reused: gRPC's reference-counted mem.Buffer over buf gives
+// it back to its pool (Put) once gRPC has written it, and the pool is the
+// smallBuffer itself, which then goes back to its codec's. mem.NewBuffer
+// counts references only for a buffer of more than 1 KiB (below, it is a
+// SliceBuffer, never given back), hence bytes' size: some 1 KiB for each
+// answer in flight, so that a small message allocates nothing.
 type smallBuffer struct {
-	slice [1]mem.Buffer // [0] is &sb
-	sb    mem.SliceBuffer
-	bytes [smallMessage]byte
+	buf   []byte
+	slice [1]mem.Buffer
+	pool  *sync.Pool // the codec's
+	bytes [1025]byte
 }
 
-// marshalSmall encodes m, of size at most smallMessage, into a new
-// smallBuffer. gRPC writes the bytes after Marshal returns (from its
-// writer goroutine), so they are never reused; the garbage collector
-// frees them.
-func marshalSmall(m vtMessage, size int) (mem.BufferSlice, error) {
-	b := new(smallBuffer)
-	b.sb = b.bytes[:size:size]
-	if _, err := m.MarshalToSizedBufferVT(b.sb); err != nil {
+// Get is mem.BufferPool's; gRPC does not call it on a buffer's own pool.
+func (b *smallBuffer) Get(length int) *[]byte {
+	p := make([]byte, length)
+	return &p
+}
+
+// Put takes b back once gRPC has released every reference to its bytes.
+func (b *smallBuffer) Put(*[]byte) {
+	b.slice[0] = nil
+	b.pool.Put(b)
+}
+
+// marshalSmall encodes m, of size at most smallMessage, into a
+// smallBuffer of pool.
+func marshalSmall(pool *sync.Pool, m vtMessage, size int) (mem.BufferSlice, error) {
+	b, _ := pool.Get().(*smallBuffer)
+	if b == nil {
+		b = &smallBuffer{pool: pool}
+	}
+	b.buf = b.bytes[:size]
+	if _, err := m.MarshalToSizedBufferVT(b.buf); err != nil {
+		pool.Put(b)
 		return nil, err
 	}
-	b.slice[0] = &b.sb // *SliceBuffer is a Buffer too: no boxing of a copy
+	b.slice[0] = mem.NewBuffer(&b.buf, b)
 	return b.slice[:], nil
 }
 
