@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -220,5 +221,33 @@ func TestDeadWaitHeirDecidesOnItsCopy(t *testing.T) {
 	}
 	if r := c.Check(heir, limiter.Request{Key: key, Limit: hourly})[0]; r.Source != limiter.SourceOwner {
 		t.Fatalf("after the dead wait: %+v, want decided by the owner", r)
+	}
+}
+
+// BenchmarkCheckOwnerLease is a one-item local Check with no lease source
+// and with a held lease: what the gate costs per check decided as owner
+// (compare allocs/op; time is noise on a shared machine).
+func BenchmarkCheckOwnerLease(b *testing.B) {
+	for _, name := range []string{"none", "held"} {
+		b.Run(name, func(b *testing.B) {
+			cfg := limiter.Config{NodeName: "n1", Clock: func() time.Time { return limitertest.Epoch }}
+			reads := 0
+			if name == "held" {
+				cfg.OwnerLease = func() time.Duration { reads++; return time.Hour }
+			}
+			l, err := limiter.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			reqs := []limiter.Request{{Key: "user:1", Limit: tb(1_000_000_000, time.Second), Cost: 1}}
+			out := make([]limiter.Result, 0, 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				if out, err = l.Check(context.Background(), reqs, out); err != nil || out[0].Source != limiter.SourceOwner {
+					b.Fatal(out, err)
+				}
+			}
+			b.ReportMetric(float64(reads), "lease-reads")
+		})
 	}
 }
