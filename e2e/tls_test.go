@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-rl/sluice/client"
 	"github.com/sluice-rl/sluice/internal/testcerts"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/transport"
 )
 
 // e2ePKI is the certificates of the mTLS cluster, written to a directory
@@ -131,7 +132,7 @@ func peerFetch(t *testing.T, n *node, cfg *tls.Config) error {
 	t.Helper()
 	cfg = cfg.Clone()
 	cfg.ServerName = "sluice-peer"
-	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", n.peerPort), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", n.peerPort), append(transport.ProtocolDialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))...)
 	if err != nil {
 		t.Fatal(err)
 	}

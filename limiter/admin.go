@@ -61,6 +61,10 @@ type KeyInfo struct {
 	// and settle), ReservedUnits the sum of their estimates.
 	Reservations  int
 	ReservedUnits int64
+	// DebtUnits is a token bucket's debt below empty under this limit
+	// (bucket.TokenDebt.Units: the units refill pays before the bucket is
+	// back at empty), 0 for none or another limit's.
+	DebtUnits int64
 }
 
 // LeaseInfo is one live lease of a concurrency limit.
@@ -126,6 +130,9 @@ func (l *Limiter) AdminForwarded(ctx context.Context, from string, hops int, ite
 	if err := l.checkPeer("Admin", from); err != nil {
 		return KeyInfo{}, err
 	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+		return KeyInfo{}, err
+	}
 	return l.adminAt(ctx, l.view.Load(), hops+1, hops >= 1, item, op)
 }
 
@@ -149,6 +156,9 @@ func (l *Limiter) adminAt(ctx context.Context, v *view, hops int, forceLocal boo
 	}
 	info, err := l.peers.Admin(ctx, owner, hops, it, op)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.adminAt(ctx, nv, hops+1, false, it, op) // the epoch's redirect (epochs.go)
+		}
 		return KeyInfo{Owner: owner.Name}, err
 	}
 	return info, nil
@@ -188,6 +198,9 @@ func (l *Limiter) adminLocal(it Forwarded, op AdminOp, now int64) (KeyInfo, erro
 			continue
 		}
 		for _, r := range e.Reservations {
+			if d := r.Debt(); d.Owns(it.Limit, now) {
+				info.DebtUnits = d.Units(now)
+			}
 			if !r.Settled && r.Expires > now {
 				info.Reservations++
 				info.ReservedUnits += r.Estimate

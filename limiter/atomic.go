@@ -78,6 +78,7 @@ func (l *Limiter) CheckAtomic(ctx context.Context, reqs []Request, out []Result)
 // decideAtomic decides jobs all or nothing here, or forwards them to their
 // one owner (only from the node asked: hops 0).
 func (l *Limiter) decideAtomic(ctx context.Context, v *view, hops int, jobs []job) error {
+	redirects := 0
 	for {
 		owner, mine := l.route(v, jobs[0].hash)
 		for i := range jobs[1:] {
@@ -89,7 +90,13 @@ func (l *Limiter) decideAtomic(ctx context.Context, v *view, hops int, jobs []jo
 			if hops > 0 {
 				return fmt.Errorf("%w: forwarded here, owned by %s", ErrAtomicElsewhere, owner.Name)
 			}
-			return l.atomicRemote(ctx, owner, jobs)
+			err := l.atomicRemote(ctx, owner, jobs)
+			if nv := l.redirected(ctx, v, redirects, err); nv != nil {
+				// The epoch's redirect (epochs.go): once, on the new ring.
+				v, redirects = nv, 1
+				continue
+			}
+			return err
 		}
 		nv, err := l.atomicLocal(ctx, v, jobs)
 		if err != nil || nv == nil {
@@ -127,6 +134,9 @@ func (l *Limiter) CheckAtomicForwarded(ctx context.Context, from string, hops in
 	}
 	if len(items) == 0 {
 		return nil
+	}
+	if err := l.epochGate(ctx, hops, items); err != nil {
+		return err
 	}
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))

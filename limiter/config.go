@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +57,12 @@ type Config struct {
 	// FetchTimeout bounds a fetch of a key's state from its previous owner;
 	// 0 means DefaultFetchTimeout. Must not be negative.
 	FetchTimeout time.Duration
+	// RefusedRetry is the most time a check that its owner refused as from
+	// a non-member (a joiner that has not heard of this node yet) is asked
+	// again before its failure mode answers, and at most half of what is
+	// left of the call's deadline; 0 means DefaultRefusedRetry. Must not
+	// be negative.
+	RefusedRetry time.Duration
 	// PeersAuthenticated says that every peer call reaches this node over
 	// an authenticated channel (peer mTLS or the cluster secret), so any
 	// caller is a node of this cluster, whatever name it gives. A node not
@@ -111,6 +119,21 @@ type Config struct {
 	// tests). It is called only when the time last returned has run out
 	// on Clock (at most MaxLeaseReading is taken from one call).
 	OwnerLease func() time.Duration
+
+	// Epochs on peer calls (epochs.go, issue 31). Epoch, if set, returns
+	// the epoch of the ring this node routes by (the last applied epoch of
+	// the ring's Raft log, installed in the limiter; 0 until one is): one
+	// load per peer call, so it must be cheap (an atomic load). WaitEpoch
+	// waits until Epoch() >= e or ctx ends (then ctx's error); required
+	// with Epoch. Nil for both: epochs are not used (calls carry epoch 0,
+	// and the sender's epoch is ignored).
+	Epoch     func() uint64
+	WaitEpoch func(ctx context.Context, e uint64) error
+	// CatchUpWait bounds how long a peer call from a sender ahead of this
+	// node waits for this node to apply the sender's epoch, and how long
+	// this node waits to apply the epoch of a receiver that redirected
+	// it; 0 means DefaultCatchUpWait. Must not be negative.
+	CatchUpWait time.Duration
 }
 
 // New validates cfg and builds a Limiter. Errors wrap ErrInvalidConfig
@@ -143,6 +166,11 @@ func New(cfg Config) (*Limiter, error) {
 		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL, maxKeysPerClient: cfg.Store.MaxKeysPerClient,
 		peersAuthenticated: cfg.PeersAuthenticated}
 	l.repl.tap = cfg.OnChanged
+	l.refusedRetry = cmp.Or(cfg.RefusedRetry, DefaultRefusedRetry)
+	l.epoch, l.waitEpoch, l.catchUpWait = cfg.Epoch, cfg.WaitEpoch, cfg.CatchUpWait
+	if l.catchUpWait == 0 {
+		l.catchUpWait = DefaultCatchUpWait
+	}
 	if l.peers != nil {
 		l.peers = suspectGate{Peers: l.peers, l: l}
 	}
@@ -206,6 +234,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Replicas: at most %d, got %d", ErrInvalidConfig, MaxReplicas, c.Replicas)
 	case c.FetchTimeout < 0:
 		return fmt.Errorf("%w: FetchTimeout: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultFetchTimeout, c.FetchTimeout)
+	case c.RefusedRetry < 0:
+		return fmt.Errorf("%w: RefusedRetry: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultRefusedRetry, c.RefusedRetry)
+	case c.Epoch != nil && c.WaitEpoch == nil:
+		return fmt.Errorf("%w: WaitEpoch: is required with Epoch", ErrInvalidConfig)
+	case c.CatchUpWait < 0:
+		return fmt.Errorf("%w: CatchUpWait: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultCatchUpWait, c.CatchUpWait)
 	case c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > MaxLeaseTTL:
 		return fmt.Errorf("%w: MaxLeaseTTL: must be in [0, %s] (0 = %s), got %s", ErrInvalidConfig, MaxLeaseTTL, DefaultMaxLeaseTTL, c.MaxLeaseTTL)
 	}

@@ -90,6 +90,22 @@
 // cannot be reached, the keys it held start afresh (with replication, from
 // the heirs' copies; see replicate.go).
 //
+// # Epochs on peer calls
+//
+// With Config.Epoch (the node's applied epoch of the ring's Raft log),
+// every peer call that carries keys carries the sender's epoch, and the
+// receiver checks it once per call (epochs.go): a receiver behind waits
+// up to CatchUpWait to apply it, then serves, or refuses with nothing
+// applied (ErrEpochBehind); a receiver ahead that does not own the keys
+// on its ring redirects a first hop (ErrEpochAhead, carrying its epoch),
+// and the sender, once it applied that epoch, routes the keys again as a
+// second hop (at most one redirect per call). A sender that does not
+// catch up, or a refused call, is answered as for an unreachable owner.
+// Epoch 0 (unknown: an older node, or one not routing by epochs yet) is
+// served as before (TestEpochReceiverBehindCatchesUpThenServes,
+// TestEpochReceiverAheadRedirectsAndTheSenderReroutes,
+// TestEpochZeroIsServedAsBefore).
+//
 // # Grants and fallback after a move
 //
 // A grant's unspent tokens go back to the bucket when the grant ends

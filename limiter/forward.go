@@ -115,7 +115,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	// (untilknown.go) rather than answered from the failure mode.
 	err := l.peers.Check(pctx, owner, hops, items, answers)
 	if err != nil {
-		err = untilKnown(pctx, err, knownWait(pctx), checkRetryMin, checkRetryMax, func() error {
+		err = untilKnown(pctx, err, l.knownWait(pctx), checkRetryMin, checkRetryMax, func() error {
 			return l.peers.Check(pctx, owner, hops, items, answers)
 		})
 	}
@@ -159,6 +159,15 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	// that passed while it was slow) is never sent again, to it or to the
 	// new owner, which would fetch the state with the check counted and
 	// count it again: the failure mode answers it.
+	//
+	// A receiver ahead of this node's epoch that does not own the keys
+	// redirected the call (nothing applied): once this node has applied
+	// its epoch (redirected waits, bounded), the jobs are routed again on
+	// the new ring as a second hop, which is decided where it lands.
+	retryHops := hops
+	if l.redirected(ctx, v, hops, err) != nil {
+		retryHops = hops + 1
+	}
 	if nv := l.view.Load(); nv != v && errors.Is(err, ErrNotSent) {
 		retry := make([]job, 0, len(jobs))
 		var orig []*job
@@ -171,7 +180,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 			}
 		}
 		if len(retry) > 0 {
-			l.decide(ctx, nv, hops, false, retry, now)
+			l.decide(ctx, nv, retryHops, false, retry, now)
 			// What a grant request was given is the job's, not its
 			// answer's: copy it back to the caller's job.
 			for i, j := range orig {

@@ -24,6 +24,9 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 	if err := l.checkPeer("Check", from); err != nil {
 		return err
 	}
+	if err := l.epochGate(ctx, hops, items); err != nil {
+		return err
+	}
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))
 	now := l.clock().UnixNano()
@@ -54,6 +57,9 @@ func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, i
 	if err := l.checkPeer("Acquire", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+		return Answer{}, store.LeaseID{}, err
+	}
 	a, id, _ := l.acquire(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
 	return a, id, nil
 }
@@ -62,6 +68,9 @@ func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, i
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error) {
 	if err := l.checkPeer("Release", from); err != nil {
+		return Answer{}, false, err
+	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, false, err
 	}
 	a, ok, _ := l.release(ctx, l.view.Load(), hops+1, hops >= 1, item, leaseID)
@@ -94,6 +103,7 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 		}
 		return nil, nil, nil
 	}
+	l.settleEpoch(ctx)
 	l.adopted.release(hashes)
 	v := l.view.Load()
 	to, ok := v.ring.Member(from)
@@ -197,6 +207,7 @@ func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []stor
 			l.noteStrays(from, entries)
 			return 0, l.refuse("Handoff", from)
 		}
+		l.settleEpoch(ctx)
 	}
 	// Adopting states and HandOff's acknowledgements exclude each other
 	// (see handOffTo); passing states on, a peer call, is left outside. A

@@ -87,6 +87,9 @@ func (l *Limiter) acquire(ctx context.Context, v *view, hops int, forceLocal boo
 	}
 	a, id, err := l.peers.Acquire(ctx, owner, hops, it, ttl)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.acquire(ctx, nv, hops+1, false, it, ttl) // the epoch's redirect (epochs.go)
+		}
 		if hops > 0 && ctx.Err() == nil {
 			if l.outOfRing(v) {
 				// Leaving: the sender falls back rather than this node
@@ -145,6 +148,9 @@ func (l *Limiter) release(ctx context.Context, v *view, hops int, forceLocal boo
 	}
 	a, ok, err := l.peers.Release(ctx, owner, hops, it, id)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.release(ctx, nv, hops+1, false, it, id) // the epoch's redirect (epochs.go)
+		}
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, false, owner.Name
 	}
 	return a, ok, owner.Name

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,7 @@ type Limiter struct {
 	log          *slog.Logger
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
+	refusedRetry time.Duration // Config.RefusedRetry
 	maxLeaseTTL  time.Duration
 	// maxKeysPerClient: Config.Store.MaxKeysPerClient, for its error.
 	maxKeysPerClient int64
@@ -61,6 +63,10 @@ type Limiter struct {
 	repl               replication // copies of states for heirs (see replicate.go)
 	metrics            *metrics
 	zones              bucket.Zones // inline calendar limits' zones (Request.Timezone)
+	// Config.Epoch, WaitEpoch (nil: no epochs) and CatchUpWait (epochs.go).
+	epoch       func() uint64
+	waitEpoch   func(ctx context.Context, e uint64) error
+	catchUpWait time.Duration
 }
 
 // Close stops the limiter's background work (grant refills, credits of

@@ -30,6 +30,10 @@ type metrics struct {
 	// peerRefused counts peer calls refused because the caller is not a
 	// ring member, by method.
 	peerRefused *prometheus.CounterVec
+	// epochRefused and epochRedirected count peer calls refused for their
+	// epoch (epochs.go): this node behind and not caught up in time, or
+	// ahead and not the keys' owner.
+	epochRefused, epochRedirected prometheus.Counter
 	// invalidStates counts handed-off or fetched states dropped because
 	// they fail store.Entry.Validate.
 	invalidStates prometheus.Counter
@@ -105,6 +109,11 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, set *policy.Set) (*m
 		Namespace: "sluice", Name: "peer_refused_total",
 		Help: "Peer calls refused because the calling node is not a member of this node's ring, by method.",
 	}, []string{"method"})
+	epochRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "peer_epoch_refused_total",
+		Help: "Peer calls refused for the sender's epoch: reason behind (this node did not apply it within the catch-up wait) or ahead (a redirect: this node's epoch is later and it does not own the keys).",
+	}, []string{"reason"})
+	m.epochRefused, m.epochRedirected = epochRefused.WithLabelValues("behind"), epochRefused.WithLabelValues("ahead")
 	m.invalidStates = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "sluice", Name: "invalid_states_total",
 		Help: "Key states received from another node (handoff, fetch) and dropped because they are invalid: timestamps too far from now, counts or costs out of bounds, fields inconsistent.",
@@ -121,7 +130,7 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, set *policy.Set) (*m
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		checks, m.forwarded, m.handedOff, fallbacks, notOwned, m.peerRefused, m.invalidStates, m.reported, m.reportsDropped,
+		checks, m.forwarded, m.handedOff, fallbacks, notOwned, m.peerRefused, epochRefused, m.invalidStates, m.reported, m.reportsDropped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "store_keys",
 			Help: "Keys held in the node's store.",

@@ -280,6 +280,7 @@ func (l *Limiter) AcceptReplicas(ctx context.Context, from string, entries []sto
 	if err := l.checkPeer("Replicate", from); err != nil {
 		return 0, err
 	}
+	l.settleEpoch(ctx)
 	r := &l.repl
 	if r.copies == nil {
 		return len(entries), nil

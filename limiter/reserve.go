@@ -48,7 +48,8 @@ type SettleRequest struct {
 	// ID is the reservation's, as Reserve gave it.
 	ID string
 	// Actual is the actual cost, >= 0 (it may exceed the estimate and the
-	// capacity: the excess is charged up to bucket.TokenDebtBursts or bucket.DebtBursts).
+	// capacity: the excess is charged into debt, up to
+	// bucket.TokenDebtBursts or bucket.DebtBursts, and the rest forgiven).
 	Actual int64
 	// Holder is the verified identity of the client (see ReserveRequest).
 	Holder string
@@ -144,6 +145,9 @@ func (l *Limiter) reserve(ctx context.Context, v *view, hops int, forceLocal boo
 	}
 	a, id, err := l.peers.Reserve(ctx, owner, hops, it, ttl)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.reserve(ctx, nv, hops+1, false, it, ttl) // the epoch's redirect (epochs.go)
+		}
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, store.LeaseID{}, owner.Name
 	}
 	return a, id, owner.Name
@@ -198,6 +202,9 @@ func (l *Limiter) settle(ctx context.Context, v *view, hops int, forceLocal bool
 	}
 	a, sa, err := l.peers.Settle(ctx, owner, hops, it, id)
 	if err != nil {
+		if nv := l.redirected(ctx, v, hops, err); nv != nil {
+			return l.settle(ctx, nv, hops+1, false, it, id) // the epoch's redirect (epochs.go)
+		}
 		return Answer{Result: bucket.Result{Limit: it.Limit.Capacity()}, Err: err}, SettleAnswer{}, owner.Name
 	}
 	return a, sa, owner.Name
@@ -209,6 +216,9 @@ func (l *Limiter) ReserveForwarded(ctx context.Context, from string, hops int, i
 	if err := l.checkPeer("Reserve", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+		return Answer{}, store.LeaseID{}, err
+	}
 	a, id, _ := l.reserve(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
 	return a, id, nil
 }
@@ -217,6 +227,9 @@ func (l *Limiter) ReserveForwarded(ctx context.Context, from string, hops int, i
 // ReserveForwarded).
 func (l *Limiter) SettleForwarded(ctx context.Context, from string, hops int, item Forwarded, id store.LeaseID) (Answer, SettleAnswer, error) {
 	if err := l.checkPeer("Settle", from); err != nil {
+		return Answer{}, SettleAnswer{}, err
+	}
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, SettleAnswer{}, err
 	}
 	id.Holder = item.Holder

@@ -31,7 +31,9 @@ import (
 // this node; until then (a node joining, which applies the group's epochs
 // from the first, before its own join) it is built from gossip's
 // snapshots, as before epochs, and the node is not ready. A leaving node
-// installs its own ring (shutdown).
+// installs its own ring (shutdown). The installed ring's epoch
+// (ringepoch.go) is the one the node's peer calls carry and judge the
+// calls it serves by (docs/cluster.md "Epochs on peer calls").
 
 // epochs is the node's member of the group.
 type epochs struct {
@@ -250,10 +252,13 @@ func (n *Node) ringLoop(ctx context.Context) {
 		}
 		n.ringMu.Lock()
 		if !n.stopping.Load() && (n.epochs.routing || slices.ContainsFunc(e.Members, func(m ring.Member) bool { return m.Name == n.cfg.NodeName })) {
-			if (sameRing(n.limiter.Ring(), e.Members) || n.setRing(slices.Clone(e.Members))) && !n.epochs.routing {
-				n.log.Info("routing by the ring's epochs", "epoch", e.Number, "group", fmt.Sprintf("%016x", e.Group))
-				n.epochs.routing = true
-				n.epochs.routed.Store(true)
+			if sameRing(n.limiter.Ring(), e.Members) || n.setRing(slices.Clone(e.Members)) {
+				n.ringEp.set(e.Number) // the calls this node sends carry it from now on
+				if !n.epochs.routing {
+					n.log.Info("routing by the ring's epochs", "epoch", e.Number, "group", fmt.Sprintf("%016x", e.Group))
+					n.epochs.routing = true
+					n.epochs.routed.Store(true)
+				}
 			}
 		}
 		n.ringMu.Unlock()

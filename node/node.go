@@ -35,6 +35,7 @@ type Node struct {
 	limiter  *limiter.Limiter
 	cluster  *cluster.Cluster
 	peers    *transport.PeerClient
+	ringEp   ringEpoch // the installed ring's epoch (ringepoch.go)
 	pm       *transport.PeerMetrics
 	grpc     *api.GRPC
 	rls      *api.RLS
@@ -146,6 +147,7 @@ func New(cfg Config) (n *Node, err error) {
 		DialOptions:    n.sec.peerDialOptions(),
 		TracerProvider: cfg.TracerProvider,
 		Clock:          cfg.peerBreakerClock,
+		Epoch:          n.ringEp.load,
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -173,6 +175,11 @@ func New(cfg Config) (n *Node, err error) {
 		Activity:           n.activity,
 		OnChanged:          n.onChanged(),
 		OwnerLease:         n.ownerLease,
+		Epoch:              n.ringEp.load,
+		WaitEpoch:          n.ringEp.wait,
+		// A receiver's catch-up happens inside a forwarded call: half the
+		// forwarder's peer deadline at most, the rest for the decision.
+		CatchUpWait: min(limiter.DefaultCatchUpWait, cfg.PeerTimeout/2),
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

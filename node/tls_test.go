@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/node"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/transport"
 )
 
 // pki is a test's certificates: a public CA (server and client
@@ -151,7 +152,7 @@ func peerConn(t testing.TB, addr string, cfg *tls.Config) sluicev1.PeerClient {
 	t.Helper()
 	cfg = cfg.Clone()
 	cfg.ServerName = "sluice-peer"
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)), wire.DialOption())
+	cc, err := grpc.NewClient(addr, append(transport.ProtocolDialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)), wire.DialOption())...)
 	if err != nil {
 		t.Fatal(err)
 	}

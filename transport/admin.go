@@ -33,7 +33,7 @@ func (c *PeerClient) Admin(ctx context.Context, to ring.Member, hops int, item l
 	defer cancel()
 	var it sluicev1.PeerItem
 	var lim sluicev1.PeerLimit
-	req := &sluicev1.PeerAdminRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), ResetState: op.Reset, Remaining: op.Remaining}
+	req := &sluicev1.PeerAdminRequest{From: c.cfg.Self, Hops: uint32(hops), Epoch: c.epoch(), Item: toPeerItem(&it, &lim, &item), ResetState: op.Reset, Remaining: op.Remaining}
 	c.m.rpc(peerAdmin)
 	resp, err := p.rpc.Admin(rctx, req)
 	p.br.record(tk, directOutcome(ctx, rctx, err))
@@ -56,9 +56,9 @@ func (s *peerServer) Admin(ctx context.Context, req *sluicev1.PeerAdminRequest) 
 	if op.Reset && op.Remaining < limiter.ResetFull {
 		return nil, wire.InvalidArgument("remaining", fmt.Sprintf("%d: must be >= 0, or -1 for full", op.Remaining))
 	}
-	info, err := s.svc.AdminForwarded(ctx, req.GetFrom(), hops, f, op)
+	info, err := s.svc.AdminForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, f, op)
 	if err != nil {
-		if errors.Is(err, limiter.ErrNotMember) {
+		if errors.Is(err, limiter.ErrNotMember) || errors.Is(err, limiter.ErrEpochAhead) || errors.Is(err, limiter.ErrEpochBehind) {
 			return nil, peerStatus(err)
 		}
 		return &sluicev1.PeerAdminResponse{ErrorCode: int32(answerCode(err)), ErrorMessage: err.Error()}, nil
@@ -83,6 +83,7 @@ func toKeyInfo(k *limiter.KeyInfo) *sluicev1.KeyInfo {
 		LeaseCount:       int32(min(k.LeaseCount, 1<<31-1)),
 		ReservationCount: int32(min(k.Reservations, 1<<31-1)),
 		ReservedUnits:    k.ReservedUnits,
+		DebtUnits:        k.DebtUnits,
 	}
 	if k.WindowStart != 0 {
 		out.WindowStart = timestamppb.New(time.Unix(0, k.WindowStart))
@@ -104,6 +105,7 @@ func fromKeyInfo(k *sluicev1.KeyInfo) limiter.KeyInfo {
 		LeaseCount:    int(k.GetLeaseCount()),
 		Reservations:  int(k.GetReservationCount()),
 		ReservedUnits: k.GetReservedUnits(),
+		DebtUnits:     k.GetDebtUnits(),
 	}
 	out.Algorithm, _ = wire.FromProtoAlgorithm(k.GetAlgorithm())
 	out.Limit, out.Remaining = k.GetLimit(), k.GetRemaining()

@@ -31,7 +31,7 @@ func (c *PeerClient) CheckAtomic(ctx context.Context, to ring.Member, hops int, 
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req := &sluicev1.PeerCheckRequest{From: c.cfg.Self, Hops: uint32(hops), Items: make([]*sluicev1.PeerItem, len(items)),
+	req := &sluicev1.PeerCheckRequest{From: c.cfg.Self, Hops: uint32(hops), Epoch: c.epoch(), Items: make([]*sluicev1.PeerItem, len(items)),
 		TimeoutNs: int64(c.cfg.Timeout)}
 	for i := range items {
 		req.Items[i] = toPeerItem(&sluicev1.PeerItem{}, &sluicev1.PeerLimit{}, &items[i])
@@ -76,9 +76,9 @@ func (s *peerServer) CheckAtomic(ctx context.Context, req *sluicev1.PeerCheckReq
 		}
 	}
 	ans := make([]limiter.Answer, len(items))
-	if err := s.svc.CheckAtomicForwarded(ctx, req.GetFrom(), hops, fw, ans); err != nil {
+	if err := s.svc.CheckAtomicForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, fw, ans); err != nil {
 		switch {
-		case errors.Is(err, limiter.ErrNotMember):
+		case errors.Is(err, limiter.ErrNotMember), errors.Is(err, limiter.ErrEpochAhead), errors.Is(err, limiter.ErrEpochBehind):
 			return nil, peerStatus(err)
 		case errors.Is(err, limiter.ErrAtomicElsewhere):
 			return nil, status.Error(codes.FailedPrecondition, err.Error())

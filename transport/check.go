@@ -68,7 +68,7 @@ func (p *peerConn) sendCheck(ctx context.Context, hops uint32, calls []*checkCal
 	// One allocation each for the items, their limits and their pointers.
 	items := make([]sluicev1.PeerItem, n)
 	limits := make([]sluicev1.PeerLimit, n)
-	req := &sluicev1.PeerCheckRequest{From: p.c.cfg.Self, Hops: hops, Items: make([]*sluicev1.PeerItem, n)}
+	req := &sluicev1.PeerCheckRequest{From: p.c.cfg.Self, Hops: hops, Epoch: p.c.epoch(), Items: make([]*sluicev1.PeerItem, n)}
 	k := 0
 	for _, pc := range live {
 		for i := range pc.In {

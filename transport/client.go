@@ -75,6 +75,10 @@ type PeerClientConfig struct {
 	// stats handler) and sends their trace context to the owner; nil
 	// installs no handler at all.
 	TracerProvider trace.TracerProvider
+	// Epoch, if set, is this node's epoch of the ring (limiter.Config.Epoch),
+	// read once per RPC and sent in every request that carries keys; nil
+	// sends 0 (unknown: served as before epochs).
+	Epoch func() uint64
 }
 
 // PeerClient reaches the other nodes of the cluster over sluice.v1.Peer; it

@@ -143,8 +143,13 @@ func (p *peerConn) retire(err error) {
 // holds and status.Code(err) is the RPC's code.
 //
 // A PermissionDenied answer (the peer's ring does not have this node, see
-// limiter.ErrNotMember) wraps limiter.ErrNotMember too.
+// limiter.ErrNotMember) wraps limiter.ErrNotMember too; an ABORTED one
+// for the call's epoch (epochOf) is the limiter.EpochError, which wraps
+// limiter.ErrPeerUnavailable and limiter.ErrNotSent.
 func (p *peerConn) unavailable(method string, err error) error {
+	if ee := epochOf(err); ee != nil {
+		return fmt.Errorf("%s %s (%s): %w", method, p.name, p.addr, ee)
+	}
 	if status.Code(err) == codes.PermissionDenied {
 		return fmt.Errorf("%w: %s %s (%s): %w: %w", limiter.ErrPeerUnavailable, method, p.name, p.addr, limiter.ErrNotMember, err)
 	}

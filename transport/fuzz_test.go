@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
@@ -68,10 +69,24 @@ func FuzzPeerItems(f *testing.F) {
 	seedMessage(f, &sluicev1.PeerAcquireRequest{From: "b", Item: &sluicev1.PeerItem{Hash: 3, Cost: 2,
 		Limit: &sluicev1.PeerLimit{Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, Limit: 4}}})
 	f.Add([]byte{0x1a, 0x05, 0x08, 0xff, 0xff, 0xff, 0xff})
+	// The sender's epoch (peer protocol 2): any value, and none.
+	seedMessage(f, &sluicev1.PeerCheckRequest{From: "d", Epoch: 1, Items: []*sluicev1.PeerItem{{Hash: 8, Cost: 1, Limit: tok}}})
+	seedMessage(f, &sluicev1.PeerCheckRequest{From: "d", Epoch: ^uint64(0), Hops: 1})
+	f.Add([]byte{0x28, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Add([]byte{0x28, 0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req sluicev1.PeerCheckRequest
 		if decodeWire(data, &req) != nil {
 			return
+		}
+		// The epoch reaches the limiter as sent (0: unknown, no mark),
+		// and survives a re-encoding.
+		if got := limiter.SenderEpoch(limiter.WithSenderEpoch(context.Background(), req.GetEpoch())); got != req.GetEpoch() {
+			t.Fatalf("epoch %d reached the limiter as %d", req.GetEpoch(), got)
+		}
+		var again sluicev1.PeerCheckRequest
+		if err := decodeWire(encodeWire(t, &sluicev1.PeerCheckRequest{Epoch: req.GetEpoch()}), &again); err != nil || again.GetEpoch() != req.GetEpoch() {
+			t.Fatalf("epoch %d round trip: %d (%v)", req.GetEpoch(), again.GetEpoch(), err)
 		}
 		var zones bucket.Zones // one zone, one pointer: the round trip compares them
 		for i, it := range req.GetItems() {
@@ -120,6 +135,9 @@ func FuzzKeyStates(f *testing.F) {
 		{Hash: 4, Algorithm: sluicev1.Algorithm_ALGORITHM_CONCURRENCY, LeaseId: []uint64{9}, LeaseCost: []int64{1}, LeaseExpires: []int64{5}},
 		{Hash: 10, Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Reservations: []*sluicev1.PeerReservation{
 			{Id: 1, Tag: 2, Estimate: 100, Expires: 1e18}, {Id: 3, Tag: 4, Holder: 5, Estimate: 7, Window: 60, Expires: 9, Settled: true, Actual: 9, Charged: 2}}},
+		// A token bucket's debt record (bucket.TokenDebt.Record).
+		{Hash: 11, Algorithm: sluicev1.Algorithm_ALGORITHM_TOKEN_BUCKET, Tat: 1e18, Reservations: []*sluicev1.PeerReservation{
+			{Id: bucket.DebtID, Tag: bucket.DebtTag, Estimate: 10, Window: 1e9, Expires: 1e18 + 1e10, Settled: true}}},
 	}})
 	seedMessage(f, &sluicev1.FetchResponse{States: []*sluicev1.KeyState{
 		{Hash: 5, Algorithm: sluicev1.Algorithm_ALGORITHM_SLIDING_LOG, LogAt: []int64{1}},

@@ -82,7 +82,7 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 		hashes = append(hashes, pc.In...)
 	}
 	p.c.m.rpc(peerFetch)
-	resp, err := p.rpc.Fetch(ctx, &sluicev1.FetchRequest{From: p.c.cfg.Self, Hashes: hashes}, grpc.MaxCallRecvMsgSize(fetchRecvBytes))
+	resp, err := p.rpc.Fetch(ctx, &sluicev1.FetchRequest{From: p.c.cfg.Self, Hashes: hashes, Epoch: p.c.epoch()}, grpc.MaxCallRecvMsgSize(fetchRecvBytes))
 	p.br.record(tk, rpcOutcome(err, callers))
 	if err != nil {
 		p.c.m.rpcError(peerFetch)
@@ -214,7 +214,7 @@ func (c *PeerClient) handoff(ctx context.Context, to ring.Member, entries []stor
 			size += s
 			end++
 		}
-		req := &sluicev1.HandoffRequest{From: c.cfg.Self, Replica: replica}
+		req := &sluicev1.HandoffRequest{From: c.cfg.Self, Replica: replica, Epoch: c.epoch()}
 		if end > start {
 			states := make([]sluicev1.KeyState, end-start)
 			req.States = make([]*sluicev1.KeyState, end-start)

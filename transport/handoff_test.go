@@ -201,3 +201,33 @@ func TestPeerFetchConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A token bucket's debt (a record among its reservations) crosses a Fetch
+// and a Handoff over real gRPC unchanged, and the receiver applies it: a
+// check under the settling limit waits out the debt.
+func TestPeerHandoffCarriesTokenDebt(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t0 := time.Now().UnixNano()
+	l := bucket.Limit{Algorithm: bucket.TokenBucket, Limit: 10, Period: time.Hour} // 6 minutes a token
+	tau := int64(time.Hour)
+	e := store.Entry{Key: 42, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: t0 + tau},
+		Reservations: []bucket.Reservation{bucket.TokenDebt{Capacity: 10, Interval: tau / 10, Until: t0 + 2*tau}.Record()}}
+	if err := fake.st.Import(e, t0); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := c.Fetch(ctx, m, []uint64{42})
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], e) {
+		t.Fatalf("fetched %+v %v, want %+v", got, err, e)
+	}
+	if err := c.Handoff(ctx, m, got, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := fake.st.Take(42, l, t0, 1)
+	if want := time.Duration(tau + tau/10); err != nil || res.Allowed || res.RetryAfter != want {
+		t.Fatalf("check after the handoff back: %+v %v, want denied for the debt and a unit (%v)", res, err, want)
+	}
+}

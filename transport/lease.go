@@ -29,7 +29,7 @@ func (c *PeerClient) Acquire(ctx context.Context, to ring.Member, hops int, item
 	defer cancel()
 	var it sluicev1.PeerItem
 	var lim sluicev1.PeerLimit
-	req := &sluicev1.PeerAcquireRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), TtlNs: int64(ttl), Holder: item.Holder}
+	req := &sluicev1.PeerAcquireRequest{From: c.cfg.Self, Hops: uint32(hops), Epoch: c.epoch(), Item: toPeerItem(&it, &lim, &item), TtlNs: int64(ttl), Holder: item.Holder}
 	c.m.rpc(peerAcquire)
 	resp, err := p.rpc.Acquire(rctx, req)
 	p.br.record(tk, directOutcome(ctx, rctx, err))
@@ -58,7 +58,7 @@ func (c *PeerClient) Release(ctx context.Context, to ring.Member, hops int, item
 	defer cancel()
 	var it sluicev1.PeerItem
 	var lim sluicev1.PeerLimit
-	req := &sluicev1.PeerReleaseRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), LeaseId: leaseID.ID, LeaseTag: leaseID.Tag, Holder: item.Holder}
+	req := &sluicev1.PeerReleaseRequest{From: c.cfg.Self, Hops: uint32(hops), Epoch: c.epoch(), Item: toPeerItem(&it, &lim, &item), LeaseId: leaseID.ID, LeaseTag: leaseID.Tag, Holder: item.Holder}
 	c.m.rpc(peerRelease)
 	resp, err := p.rpc.Release(rctx, req)
 	p.br.record(tk, directOutcome(ctx, rctx, err))

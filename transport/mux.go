@@ -184,7 +184,7 @@ func (m *checkMux) receive(s *muxStream) {
 			continue // its caller gave up
 		}
 		if code := codes.Code(resp.GetCode()); code != codes.OK {
-			c.Fail(status.Error(code, resp.GetMessage()))
+			c.Fail(streamStatus(resp))
 		} else if c.Claim() {
 			c.Out = resp.GetResponse().GetResults()
 			c.Answer(nil)

@@ -22,7 +22,7 @@ import (
 // needs, a meaning changed). Nodes whose versions differ by at most one
 // run side by side (docs/compatibility.md); 0 is a node from before
 // versions were carried.
-const PeerProtocol = 1
+const PeerProtocol = 2
 
 // ProtocolHeader is the gRPC metadata key carrying the caller's
 // PeerProtocol on every sluice.v1.Peer call. A call without it comes from
@@ -91,6 +91,12 @@ func protocolServerOptions(local int) []grpc.ServerOption {
 		}),
 	}
 }
+
+// ProtocolDialOptions send this build's PeerProtocol on every call of a
+// client dialed with them (a PeerClient has them): for a tool or test
+// that calls sluice.v1.Peer itself, since a call without the header comes
+// from protocol 0, outside the window of protocol 2.
+func ProtocolDialOptions() []grpc.DialOption { return protocolDialOptions(PeerProtocol) }
 
 // protocolDialOptions send this node's peer protocol version on every
 // call of a PeerClient.

@@ -156,7 +156,9 @@ func serveRaftPeer(t *testing.T, self string, recv RaftReceiver, opts ...grpc.Se
 // closes its side and returns how the stream ended (nil: OK).
 func raftCall(t *testing.T, addr string, creds credentials.TransportCredentials, reqs ...*sluicev1.RaftRequest) error {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	// A node of this build's protocol: a node of protocol 0 is outside
+	// the window (docs/compatibility.md).
+	cc, err := grpc.NewClient(addr, append(protocolDialOptions(PeerProtocol), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		t.Fatal(err)
 	}

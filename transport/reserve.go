@@ -31,7 +31,7 @@ func (c *PeerClient) Reserve(ctx context.Context, to ring.Member, hops int, item
 	defer cancel()
 	var it sluicev1.PeerItem
 	var lim sluicev1.PeerLimit
-	req := &sluicev1.PeerReserveRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), TtlNs: int64(ttl), Holder: item.Holder}
+	req := &sluicev1.PeerReserveRequest{From: c.cfg.Self, Hops: uint32(hops), Epoch: c.epoch(), Item: toPeerItem(&it, &lim, &item), TtlNs: int64(ttl), Holder: item.Holder}
 	c.m.rpc(peerReserve)
 	resp, err := p.rpc.Reserve(rctx, req)
 	p.br.record(tk, directOutcome(ctx, rctx, err))
@@ -60,7 +60,7 @@ func (c *PeerClient) Settle(ctx context.Context, to ring.Member, hops int, item 
 	defer cancel()
 	var it sluicev1.PeerItem
 	var lim sluicev1.PeerLimit
-	req := &sluicev1.PeerSettleRequest{From: c.cfg.Self, Hops: uint32(hops), Item: toPeerItem(&it, &lim, &item), Id: id.ID, Tag: id.Tag, Holder: item.Holder}
+	req := &sluicev1.PeerSettleRequest{From: c.cfg.Self, Hops: uint32(hops), Epoch: c.epoch(), Item: toPeerItem(&it, &lim, &item), Id: id.ID, Tag: id.Tag, Holder: item.Holder}
 	c.m.rpc(peerSettle)
 	resp, err := p.rpc.Settle(rctx, req)
 	p.br.record(tk, directOutcome(ctx, rctx, err))
@@ -92,7 +92,7 @@ func (s *peerServer) Reserve(ctx context.Context, req *sluicev1.PeerReserveReque
 		return nil, wire.InvalidArgument("item.cost", "must be > 0 (the estimate)")
 	}
 	f.Holder = req.GetHolder()
-	ans, id, err := s.svc.ReserveForwarded(ctx, req.GetFrom(), hops, f, ttl)
+	ans, id, err := s.svc.ReserveForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, f, ttl)
 	if err != nil {
 		return nil, peerStatus(err)
 	}
@@ -109,7 +109,7 @@ func (s *peerServer) Settle(ctx context.Context, req *sluicev1.PeerSettleRequest
 		return nil, wire.InvalidArgument("item.cost", "must be >= 0 (the actual cost)")
 	}
 	f.Holder = req.GetHolder()
-	ans, sa, err := s.svc.SettleForwarded(ctx, req.GetFrom(), hops, f, store.LeaseID{ID: req.GetId(), Tag: req.GetTag()})
+	ans, sa, err := s.svc.SettleForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, f, store.LeaseID{ID: req.GetId(), Tag: req.GetTag()})
 	if err != nil {
 		return nil, peerStatus(err)
 	}

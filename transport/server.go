@@ -215,7 +215,7 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 		}
 	}
 	if bad == nil {
-		if err := s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw, ans); err != nil {
+		if err := s.svc.CheckForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, fw, ans); err != nil {
 			return nil, peerStatus(err)
 		}
 	} else if len(bad) < len(items) {
@@ -230,7 +230,7 @@ func (s *peerServer) Check(ctx context.Context, req *sluicev1.PeerCheckRequest) 
 			}
 		}
 		n := len(idx)
-		if err := s.svc.CheckForwarded(ctx, req.GetFrom(), hops, fw[:n], ans[:n]); err != nil {
+		if err := s.svc.CheckForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, fw[:n], ans[:n]); err != nil {
 			return nil, peerStatus(err)
 		}
 		for j := n - 1; j >= 0; j-- {
@@ -301,7 +301,7 @@ func (s *peerServer) Acquire(ctx context.Context, req *sluicev1.PeerAcquireReque
 		return nil, wire.InvalidArgument("ttl_ns", fmt.Sprintf("must be <= %v", limiter.MaxLeaseTTL))
 	}
 	f.Holder = req.GetHolder()
-	ans, id, err := s.svc.AcquireForwarded(ctx, req.GetFrom(), hops, f, ttl)
+	ans, id, err := s.svc.AcquireForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, f, ttl)
 	if err != nil {
 		return nil, peerStatus(err)
 	}
@@ -315,7 +315,7 @@ func (s *peerServer) Release(ctx context.Context, req *sluicev1.PeerReleaseReque
 		return nil, err
 	}
 	f.Holder = req.GetHolder()
-	ans, ok, err := s.svc.ReleaseForwarded(ctx, req.GetFrom(), hops, f, store.LeaseID{ID: req.GetLeaseId(), Tag: req.GetLeaseTag()})
+	ans, ok, err := s.svc.ReleaseForwarded(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hops, f, store.LeaseID{ID: req.GetLeaseId(), Tag: req.GetLeaseTag()})
 	if err != nil {
 		return nil, peerStatus(err)
 	}
@@ -332,7 +332,7 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	if len(hashes) == 0 {
 		return resp, nil
 	}
-	entries, hints, err := s.svc.FetchMoved(ctx, req.GetFrom(), hashes)
+	entries, hints, err := s.svc.FetchMoved(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hashes)
 	if err != nil {
 		return nil, peerStatus(err)
 	}
@@ -374,7 +374,7 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 		if len(entries) == 0 {
 			return &sluicev1.HandoffResponse{}, nil
 		}
-		refused, err := s.svc.AcceptReplicas(ctx, req.GetFrom(), entries)
+		refused, err := s.svc.AcceptReplicas(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), entries)
 		if err != nil {
 			return nil, peerStatus(err)
 		}
@@ -393,7 +393,7 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 	if len(entries) == 0 && len(done) == 0 {
 		return &sluicev1.HandoffResponse{}, nil
 	}
-	refused, err := s.svc.AcceptHandoff(ctx, req.GetFrom(), entries, done)
+	refused, err := s.svc.AcceptHandoff(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), entries, done)
 	if errors.Is(err, limiter.ErrNotMember) {
 		return nil, peerStatus(err)
 	}
@@ -408,10 +408,14 @@ func (s *peerServer) Handoff(ctx context.Context, req *sluicev1.HandoffRequest) 
 }
 
 // peerStatus is the status of a peer call the service refused: a caller
-// that is not a member of this node's ring gets PermissionDenied.
+// that is not a member of this node's ring gets PermissionDenied, one
+// refused for its epoch Aborted (epochStatus).
 func peerStatus(err error) error {
 	if errors.Is(err, limiter.ErrNotMember) {
 		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	if st, ok := epochStatus(err); ok {
+		return st.Err()
 	}
 	return status.Error(codes.Internal, err.Error())
 }

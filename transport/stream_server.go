@@ -19,7 +19,7 @@ func (s *peerServer) CheckStream(stream sluicev1.Peer_CheckStreamServer) error {
 		resp, err := s.Check(ctx, req.GetRequest())
 		if err != nil {
 			st := status.Convert(err)
-			out.Code, out.Message = int32(st.Code()), st.Message()
+			out.Code, out.Message, out.Epoch = int32(st.Code()), st.Message(), streamEpoch(err)
 		} else {
 			out.Response = resp
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-rl/sluice/client"
 	"github.com/sluice-rl/sluice/internal/identity"
 	sluicev1 "github.com/sluice-rl/sluice/proto/sluice/v1"
+	"github.com/sluice-rl/sluice/transport"
 )
 
 // TestPeerAttacks runs the peer-port attacks of issue 32 as a caller on the
@@ -50,7 +51,7 @@ func TestPeerAttacks(t *testing.T) {
 	}
 	peers := map[string]sluicev1.PeerClient{}
 	for _, p := range []*proc{a, b} {
-		cc, err := grpc.NewClient(p.peer, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(p.peer, append(transport.ProtocolDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -360,7 +360,7 @@ func (p *peers) Check(ctx context.Context, to ring.Member, hops int, items []lim
 	if err != nil {
 		return err
 	}
-	if err := l.CheckForwarded(ctx, p.from, hops, items, out); err != nil {
+	if err := l.CheckForwarded(p.stamp(ctx), p.from, hops, items, out); err != nil {
 		return refused(to.Name, err)
 	}
 	if then, ok := p.n.lost(p.from, to.Name); ok {
@@ -375,7 +375,7 @@ func (p *peers) Acquire(ctx context.Context, to ring.Member, hops int, item limi
 	if err != nil {
 		return limiter.Answer{}, store.LeaseID{}, err
 	}
-	a, id, err := l.AcquireForwarded(ctx, p.from, hops, item, ttl)
+	a, id, err := l.AcquireForwarded(p.stamp(ctx), p.from, hops, item, ttl)
 	return a, id, refused(to.Name, err)
 }
 
@@ -384,7 +384,7 @@ func (p *peers) Release(ctx context.Context, to ring.Member, hops int, item limi
 	if err != nil {
 		return limiter.Answer{}, false, err
 	}
-	a, ok, err := l.ReleaseForwarded(ctx, p.from, hops, item, leaseID)
+	a, ok, err := l.ReleaseForwarded(p.stamp(ctx), p.from, hops, item, leaseID)
 	return a, ok, refused(to.Name, err)
 }
 
@@ -393,7 +393,7 @@ func (p *peers) Reserve(ctx context.Context, to ring.Member, hops int, item limi
 	if err != nil {
 		return limiter.Answer{}, store.LeaseID{}, err
 	}
-	a, id, err := l.ReserveForwarded(ctx, p.from, hops, item, ttl)
+	a, id, err := l.ReserveForwarded(p.stamp(ctx), p.from, hops, item, ttl)
 	return a, id, refused(to.Name, err)
 }
 
@@ -402,7 +402,7 @@ func (p *peers) Settle(ctx context.Context, to ring.Member, hops int, item limit
 	if err != nil {
 		return limiter.Answer{}, limiter.SettleAnswer{}, err
 	}
-	a, sa, err := l.SettleForwarded(ctx, p.from, hops, item, id)
+	a, sa, err := l.SettleForwarded(p.stamp(ctx), p.from, hops, item, id)
 	return a, sa, refused(to.Name, err)
 }
 
@@ -411,7 +411,7 @@ func (p *peers) Admin(ctx context.Context, to ring.Member, hops int, item limite
 	if err != nil {
 		return limiter.KeyInfo{}, err
 	}
-	info, err := l.AdminForwarded(ctx, p.from, hops, item, op)
+	info, err := l.AdminForwarded(p.stamp(ctx), p.from, hops, item, op)
 	return info, refused(to.Name, err)
 }
 
@@ -420,7 +420,7 @@ func (p *peers) CheckAtomic(ctx context.Context, to ring.Member, hops int, items
 	if err != nil {
 		return err
 	}
-	if err := l.CheckAtomicForwarded(ctx, p.from, hops, items, out); err != nil && !errors.Is(err, limiter.ErrAtomicElsewhere) {
+	if err := l.CheckAtomicForwarded(p.stamp(ctx), p.from, hops, items, out); err != nil && !errors.Is(err, limiter.ErrAtomicElsewhere) {
 		return refused(to.Name, err)
 	} else {
 		return err
@@ -435,7 +435,7 @@ func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([
 	if err != nil {
 		return nil, nil, err
 	}
-	entries, hints, err := l.FetchMoved(ctx, p.from, hashes)
+	entries, hints, err := l.FetchMoved(p.stamp(ctx), p.from, hashes)
 	p.n.runHookOf(mFetch, p.from, from.Name, true)
 	return entries, hints, refused(from.Name, err)
 }
@@ -451,7 +451,7 @@ func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Ent
 	if len(entries) > 0 {
 		p.n.runHook(p.from, to.Name, false)
 	}
-	if _, err := l.AcceptHandoff(ctx, p.from, entries, donePartitions); err != nil {
+	if _, err := l.AcceptHandoff(p.stamp(ctx), p.from, entries, donePartitions); err != nil {
 		// As the gRPC peer client reports a receiver that is leaving.
 		return fmt.Errorf("%w: %s: %w", limiter.ErrPeerUnavailable, to.Name, err)
 	}
@@ -469,7 +469,7 @@ func (p *peers) Replicate(ctx context.Context, to ring.Member, entries []store.E
 	if err != nil {
 		return err
 	}
-	_, err = l.AcceptReplicas(ctx, p.from, entries)
+	_, err = l.AcceptReplicas(p.stamp(ctx), p.from, entries)
 	return refused(to.Name, err)
 }
 

@@ -398,7 +398,14 @@ type PeerCheckRequest struct {
 	// receiver applies none of the items still to decide (it answers them
 	// DEADLINE_EXCEEDED), since the sender has already answered them another
 	// way (its failure mode) and counting them too would count them twice.
-	TimeoutNs     int64 `protobuf:"varint,4,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	TimeoutNs int64 `protobuf:"varint,4,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// The sender's applied epoch of the ring (issue 31, docs/cluster.md
+	// "Epochs on peer calls"); 0 when unknown (a node of peer protocol 1, or
+	// one that runs no epochs), served as before. A receiver behind it
+	// catches up first, within a bounded wait; one ahead of it that does not
+	// own the keys by its epoch answers ABORTED with an ErrorInfo
+	// (reason EPOCH_AHEAD) carrying its own.
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -457,6 +464,13 @@ func (x *PeerCheckRequest) GetHops() uint32 {
 func (x *PeerCheckRequest) GetTimeoutNs() int64 {
 	if x != nil {
 		return x.TimeoutNs
+	}
+	return 0
+}
+
+func (x *PeerCheckRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -576,7 +590,10 @@ type PeerCheckStreamResponse struct {
 	Code    int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
 	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	// The node is shutting down: send nothing more on this stream.
-	Drain         bool `protobuf:"varint,5,opt,name=drain,proto3" json:"drain,omitempty"`
+	Drain bool `protobuf:"varint,5,opt,name=drain,proto3" json:"drain,omitempty"`
+	// With code ABORTED: the answering node's applied epoch, ahead of the
+	// request's (a redirect: catch up, then route again).
+	Epoch         uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -646,6 +663,13 @@ func (x *PeerCheckStreamResponse) GetDrain() bool {
 	return false
 }
 
+func (x *PeerCheckStreamResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type PeerAcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -656,7 +680,9 @@ type PeerAcquireRequest struct {
 	// identity of the client's verified certificate (see sluice.proto's
 	// AcquireResponse.lease_id), taken by the node the client called; 0 when
 	// the client presented none, and the lease is then bound to no holder.
-	Holder        uint64 `protobuf:"fixed64,5,opt,name=holder,proto3" json:"holder,omitempty"`
+	Holder uint64 `protobuf:"fixed64,5,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The sender's applied epoch, as PeerCheckRequest.epoch.
+	Epoch         uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -722,6 +748,13 @@ func (x *PeerAcquireRequest) GetTtlNs() int64 {
 func (x *PeerAcquireRequest) GetHolder() uint64 {
 	if x != nil {
 		return x.Holder
+	}
+	return 0
+}
+
+func (x *PeerAcquireRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -806,7 +839,9 @@ type PeerReleaseRequest struct {
 	// The caller's holder, as in PeerAcquireRequest: a lease bound to
 	// another holder is not released (released false, as for an unknown
 	// lease).
-	Holder        uint64 `protobuf:"fixed64,6,opt,name=holder,proto3" json:"holder,omitempty"`
+	Holder uint64 `protobuf:"fixed64,6,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The sender's applied epoch, as PeerCheckRequest.epoch.
+	Epoch         uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -879,6 +914,13 @@ func (x *PeerReleaseRequest) GetLeaseTag() uint64 {
 func (x *PeerReleaseRequest) GetHolder() uint64 {
 	if x != nil {
 		return x.Holder
+	}
+	return 0
+}
+
+func (x *PeerReleaseRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -1120,9 +1162,11 @@ func (x *KeyState) GetReservations() []*PeerReservation {
 }
 
 type FetchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	Hashes        []uint64               `protobuf:"fixed64,2,rep,packed,name=hashes,proto3" json:"hashes,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	From   string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Hashes []uint64               `protobuf:"fixed64,2,rep,packed,name=hashes,proto3" json:"hashes,omitempty"`
+	// The sender's applied epoch, as PeerCheckRequest.epoch.
+	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1169,6 +1213,13 @@ func (x *FetchRequest) GetHashes() []uint64 {
 		return x.Hashes
 	}
 	return nil
+}
+
+func (x *FetchRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type FetchResponse struct {
@@ -1298,7 +1349,9 @@ type HandoffRequest struct {
 	// The states are replicas: the caller owns their keys and keeps them;
 	// the receiver, an heir of the keys, replaces its copies with them and
 	// takes them over only if the caller dies. No done_partitions with it.
-	Replica       bool `protobuf:"varint,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	Replica bool `protobuf:"varint,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The sender's applied epoch, as PeerCheckRequest.epoch.
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1359,6 +1412,13 @@ func (x *HandoffRequest) GetReplica() bool {
 		return x.Replica
 	}
 	return false
+}
+
+func (x *HandoffRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type HandoffResponse struct {
@@ -1508,7 +1568,10 @@ func (x *RaftResponse) GetDrain() bool {
 	return false
 }
 
-// PeerReservation is one reservation of a key (bucket.Reservation).
+// PeerReservation is one reservation of a key (bucket.Reservation). One
+// with id 0xdeb7deb7deb7deb7 and tag 0 is the key's token debt instead
+// (bucket.TokenDebt): estimate and window are its limit's capacity and
+// emission interval (ns), expires its end, settled true.
 type PeerReservation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The 128-bit identifier, and the holder it is bound to (0 for none).
@@ -1646,7 +1709,9 @@ type PeerReserveRequest struct {
 	Item  *PeerItem `protobuf:"bytes,3,opt,name=item,proto3" json:"item,omitempty"`
 	TtlNs int64     `protobuf:"varint,4,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
 	// The holder the reservation is bound to (0 for none).
-	Holder        uint64 `protobuf:"fixed64,5,opt,name=holder,proto3" json:"holder,omitempty"`
+	Holder uint64 `protobuf:"fixed64,5,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The sender's applied epoch, as PeerCheckRequest.epoch.
+	Epoch         uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1712,6 +1777,13 @@ func (x *PeerReserveRequest) GetTtlNs() int64 {
 func (x *PeerReserveRequest) GetHolder() uint64 {
 	if x != nil {
 		return x.Holder
+	}
+	return 0
+}
+
+func (x *PeerReserveRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -1790,10 +1862,12 @@ type PeerSettleRequest struct {
 	From  string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
 	Hops  uint32                 `protobuf:"varint,2,opt,name=hops,proto3" json:"hops,omitempty"`
 	// The item; its cost is the actual cost.
-	Item          *PeerItem `protobuf:"bytes,3,opt,name=item,proto3" json:"item,omitempty"`
-	Id            uint64    `protobuf:"fixed64,4,opt,name=id,proto3" json:"id,omitempty"`
-	Tag           uint64    `protobuf:"fixed64,5,opt,name=tag,proto3" json:"tag,omitempty"`
-	Holder        uint64    `protobuf:"fixed64,6,opt,name=holder,proto3" json:"holder,omitempty"`
+	Item   *PeerItem `protobuf:"bytes,3,opt,name=item,proto3" json:"item,omitempty"`
+	Id     uint64    `protobuf:"fixed64,4,opt,name=id,proto3" json:"id,omitempty"`
+	Tag    uint64    `protobuf:"fixed64,5,opt,name=tag,proto3" json:"tag,omitempty"`
+	Holder uint64    `protobuf:"fixed64,6,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The sender's applied epoch, as PeerCheckRequest.epoch.
+	Epoch         uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1866,6 +1940,13 @@ func (x *PeerSettleRequest) GetTag() uint64 {
 func (x *PeerSettleRequest) GetHolder() uint64 {
 	if x != nil {
 		return x.Holder
+	}
+	return 0
+}
+
+func (x *PeerSettleRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -1989,7 +2070,9 @@ type PeerAdminRequest struct {
 	// Reset the key rather than only inspect it.
 	ResetState bool `protobuf:"varint,4,opt,name=reset_state,json=resetState,proto3" json:"reset_state,omitempty"`
 	// For a reset: the units left after it, -1 for full.
-	Remaining     int64 `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Remaining int64 `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// The sender's applied epoch, as PeerCheckRequest.epoch.
+	Epoch         uint64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2055,6 +2138,13 @@ func (x *PeerAdminRequest) GetResetState() bool {
 func (x *PeerAdminRequest) GetRemaining() int64 {
 	if x != nil {
 		return x.Remaining
+	}
+	return 0
+}
+
+func (x *PeerAdminRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -2158,43 +2248,47 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x05count\x18\t \x01(\x03R\x05count\x12\x19\n" +
 	"\bgrant_id\x18\n" +
 	" \x01(\x06R\agrantId\x12\x16\n" +
-	"\x06issuer\x18\v \x01(\tR\x06issuer\"\x84\x01\n" +
+	"\x06issuer\x18\v \x01(\tR\x06issuer\"\x9a\x01\n" +
 	"\x10PeerCheckRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
 	"\x05items\x18\x02 \x03(\v2\x13.sluice.v1.PeerItemR\x05items\x12\x12\n" +
 	"\x04hops\x18\x03 \x01(\rR\x04hops\x12\x1d\n" +
 	"\n" +
-	"timeout_ns\x18\x04 \x01(\x03R\ttimeoutNs\"Z\n" +
+	"timeout_ns\x18\x04 \x01(\x03R\ttimeoutNs\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"Z\n" +
 	"\x11PeerCheckResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12/\n" +
 	"\aresults\x18\x02 \x03(\v2\x15.sluice.v1.PeerResultR\aresults\"_\n" +
 	"\x16PeerCheckStreamRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
-	"\arequest\x18\x02 \x01(\v2\x1b.sluice.v1.PeerCheckRequestR\arequest\"\xa7\x01\n" +
+	"\arequest\x18\x02 \x01(\v2\x1b.sluice.v1.PeerCheckRequestR\arequest\"\xbd\x01\n" +
 	"\x17PeerCheckStreamResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x128\n" +
 	"\bresponse\x18\x02 \x01(\v2\x1c.sluice.v1.PeerCheckResponseR\bresponse\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x14\n" +
-	"\x05drain\x18\x05 \x01(\bR\x05drain\"\x94\x01\n" +
+	"\x05drain\x18\x05 \x01(\bR\x05drain\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"\xaa\x01\n" +
 	"\x12PeerAcquireRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x15\n" +
 	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\x12\x16\n" +
-	"\x06holder\x18\x05 \x01(\x06R\x06holder\"\x92\x01\n" +
+	"\x06holder\x18\x05 \x01(\x06R\x06holder\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"\x92\x01\n" +
 	"\x13PeerAcquireResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x19\n" +
 	"\blease_id\x18\x03 \x01(\x06R\aleaseId\x12\x1b\n" +
-	"\tlease_tag\x18\x04 \x01(\x06R\bleaseTag\"\xb5\x01\n" +
+	"\tlease_tag\x18\x04 \x01(\x06R\bleaseTag\"\xcb\x01\n" +
 	"\x12PeerReleaseRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x04 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x02 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x19\n" +
 	"\blease_id\x18\x03 \x01(\x06R\aleaseId\x12\x1b\n" +
 	"\tlease_tag\x18\x05 \x01(\x06R\bleaseTag\x12\x16\n" +
-	"\x06holder\x18\x06 \x01(\x06R\x06holder\"v\n" +
+	"\x06holder\x18\x06 \x01(\x06R\x06holder\x12\x14\n" +
+	"\x05epoch\x18\a \x01(\x04R\x05epoch\"v\n" +
 	"\x13PeerReleaseResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x1a\n" +
@@ -2219,22 +2313,24 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\tperiod_ns\x18\r \x01(\x03R\bperiodNs\x12\x1b\n" +
 	"\tlease_tag\x18\x0e \x03(\x06R\bleaseTag\x12!\n" +
 	"\flease_holder\x18\x0f \x03(\x06R\vleaseHolder\x12>\n" +
-	"\freservations\x18\x10 \x03(\v2\x1a.sluice.v1.PeerReservationR\freservations\":\n" +
+	"\freservations\x18\x10 \x03(\v2\x1a.sluice.v1.PeerReservationR\freservations\"P\n" +
 	"\fFetchRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x16\n" +
-	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\"j\n" +
+	"\x06hashes\x18\x02 \x03(\x06R\x06hashes\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"j\n" +
 	"\rFetchResponse\x12+\n" +
 	"\x06states\x18\x01 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\x12,\n" +
 	"\x06owners\x18\x02 \x03(\v2\x14.sluice.v1.OwnerHintR\x06owners\"G\n" +
 	"\tOwnerHint\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\x06R\x04hash\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04addr\x18\x03 \x01(\tR\x04addr\"\x94\x01\n" +
+	"\x04addr\x18\x03 \x01(\tR\x04addr\"\xaa\x01\n" +
 	"\x0eHandoffRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12+\n" +
 	"\x06states\x18\x02 \x03(\v2\x13.sluice.v1.KeyStateR\x06states\x12'\n" +
 	"\x0fdone_partitions\x18\x03 \x03(\x05R\x0edonePartitions\x12\x18\n" +
-	"\areplica\x18\x04 \x01(\bR\areplica\"+\n" +
+	"\areplica\x18\x04 \x01(\bR\areplica\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"+\n" +
 	"\x0fHandoffResponse\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\x05R\arefused\"=\n" +
 	"\vRaftRequest\x12\x12\n" +
@@ -2254,25 +2350,27 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\brefunded\x18\t \x01(\x03R\brefunded\x12\x18\n" +
 	"\acharged\x18\n" +
 	" \x01(\x03R\acharged\x12\x1a\n" +
-	"\bforgiven\x18\v \x01(\x03R\bforgiven\"\x94\x01\n" +
+	"\bforgiven\x18\v \x01(\x03R\bforgiven\"\xaa\x01\n" +
 	"\x12PeerReserveRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x02 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x03 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x15\n" +
 	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12\x16\n" +
-	"\x06holder\x18\x05 \x01(\x06R\x06holder\"|\n" +
+	"\x06holder\x18\x05 \x01(\x06R\x06holder\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"|\n" +
 	"\x13PeerReserveResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\x06R\x02id\x12\x10\n" +
-	"\x03tag\x18\x04 \x01(\x06R\x03tag\"\x9e\x01\n" +
+	"\x03tag\x18\x04 \x01(\x06R\x03tag\"\xb4\x01\n" +
 	"\x11PeerSettleRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x02 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x03 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x0e\n" +
 	"\x02id\x18\x04 \x01(\x06R\x02id\x12\x10\n" +
 	"\x03tag\x18\x05 \x01(\x06R\x03tag\x12\x16\n" +
-	"\x06holder\x18\x06 \x01(\x06R\x06holder\"\x93\x02\n" +
+	"\x06holder\x18\x06 \x01(\x06R\x06holder\x12\x14\n" +
+	"\x05epoch\x18\a \x01(\x04R\x05epoch\"\x93\x02\n" +
 	"\x12PeerSettleResponse\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12-\n" +
 	"\x06result\x18\x02 \x01(\v2\x15.sluice.v1.PeerResultR\x06result\x12\x18\n" +
@@ -2282,14 +2380,15 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x06actual\x18\x06 \x01(\x03R\x06actual\x12\x1a\n" +
 	"\brefunded\x18\a \x01(\x03R\brefunded\x12\x18\n" +
 	"\acharged\x18\b \x01(\x03R\acharged\x12\x1a\n" +
-	"\bforgiven\x18\t \x01(\x03R\bforgiven\"\xa2\x01\n" +
+	"\bforgiven\x18\t \x01(\x03R\bforgiven\"\xb8\x01\n" +
 	"\x10PeerAdminRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x12\n" +
 	"\x04hops\x18\x02 \x01(\rR\x04hops\x12'\n" +
 	"\x04item\x18\x03 \x01(\v2\x13.sluice.v1.PeerItemR\x04item\x12\x1f\n" +
 	"\vreset_state\x18\x04 \x01(\bR\n" +
 	"resetState\x12\x1c\n" +
-	"\tremaining\x18\x05 \x01(\x03R\tremaining\"\x7f\n" +
+	"\tremaining\x18\x05 \x01(\x03R\tremaining\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"\x7f\n" +
 	"\x11PeerAdminResponse\x12&\n" +
 	"\x04info\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x04info\x12\x1d\n" +
 	"\n" +
