@@ -128,6 +128,20 @@
 // handing off, and who decide the checks of an unreachable owner's keys on
 // their copies (acting.go). docs/failure.md has the bounds this gives.
 //
+// # Owner leases
+//
+// With Config.OwnerLease set (the node's lease, renewed through a
+// majority of the group of the ring's epochs), a node decides a key as
+// its owner only while it holds that lease, and a key of a partition
+// moved from a member removed as dead only once AwaitDead's wait has
+// ended (the node ends it DeadWait after applying the Dead epoch).
+// Otherwise its callers' checks get their failure mode (during a dead
+// wait, a FailLocal check with replication is decided on the heir's
+// copy), and a forwarded one ErrNoLease or ErrDeadWait, which wrap
+// ErrStateElsewhere: nothing applied, the sender falls back
+// (ownerlease.go; docs/cluster.md "Owner leases", with the clock-drift
+// assumption). Cost: one atomic load per check decided as owner.
+//
 // # Suspect owners
 //
 // The node tells the limiter which members its membership suspects

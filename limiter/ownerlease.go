@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
 )
 
@@ -25,8 +26,9 @@ import (
 // its copy (acting.go) are not decisions as owner and are not gated.
 //
 // Its cost per check decided as owner: one atomic load of the lease's
-// expiry, compared with the check's time (read once per check already);
-// the view's dead-wait horizon is a field of the view the check loaded.
+// last reading, compared with the check's time (read once per check
+// already), and a nil test of the view's dead waits (the view the check
+// loaded already).
 
 // ErrNoLease answers a check forwarded to a node that holds no owner
 // lease (cut off from the majority of the group): it applied nothing.
@@ -61,87 +63,96 @@ func (l *Limiter) leaseHeld(now int64) bool {
 	if w := l.lease.last.Load(); w != nil && w.from <= now && now < w.until {
 		return true
 	}
-	// Run out (or never read): read it again, and place what is left on
-	// now's scale (read before the lease: never past the lease's end).
+	// Run out (or never read): read it again, and trust half of what is
+	// left, from now (read before the lease: never past the lease's end).
+	// Half: the window is on the limiter's clock, a wall clock; one that
+	// steps back by s within the window, less than the time elapsed in
+	// it (a step further back reads the lease again), holds it s longer,
+	// so never past the lease's end either.
 	w := &leaseWindow{from: now, until: now}
 	if rem := min(l.lease.src(), MaxLeaseReading); rem > 0 {
-		w.until = now + int64(rem)
+		w.until = now + int64(rem/2)
 	}
 	l.lease.last.Store(w)
 	return now < w.until
 }
 
-// deadWaits holds, per member removed as dead (AwaitDead), the time (Unix
-// ns on the limiter's clock) before which this node decides none of the
-// partitions the ring moves from it.
+// deadWaits holds the dead waits not yet over, by the member removed as
+// dead (AwaitDead); active counts them.
 type deadWaits struct {
 	mu     sync.Mutex
-	byName map[string]int64
+	byName map[string]*deadWait
+	active atomic.Int32
 }
 
-// AwaitDead tells the limiter that member name was removed as dead and
-// that the partitions the ring moves from it to this node may be decided
-// here as their owner only once wait has passed (on Clock): the node
-// applied the Dead epoch, and wait is epoch.Node.DeadWait. It must come
-// before the ring without that member (SetMembers): the partitions are
-// those this node gains from it in that ring change, and they keep the
-// wait through later changes while this node owns them.
-func (l *Limiter) AwaitDead(name string, wait time.Duration) {
-	nb := l.clock().UnixNano() + int64(wait)
+// deadWait is one member's dead wait; over is set when its caller ends it.
+type deadWait struct{ over atomic.Bool }
+
+// AwaitDead tells the limiter that member name was removed as dead: the
+// partitions the ring moves from it to this node are decided here as
+// their owner only once end is called. The node calls end when
+// epoch.Node.DeadWait has passed, on its monotonic clock, since it
+// applied the Dead epoch (that member's lease has surely run out then).
+// AwaitDead must come before the ring without that member (SetMembers):
+// the partitions are those this node gains from it in that ring change,
+// and they keep the wait through later changes while this node owns them.
+// end may be called more than once, from any goroutine.
+func (l *Limiter) AwaitDead(name string) (end func()) {
+	w := &deadWait{}
 	l.deadWaits.mu.Lock()
-	defer l.deadWaits.mu.Unlock()
 	if l.deadWaits.byName == nil {
-		l.deadWaits.byName = map[string]int64{}
+		l.deadWaits.byName = map[string]*deadWait{}
 	}
-	if nb > l.deadWaits.byName[name] {
-		l.deadWaits.byName[name] = nb
+	if prev := l.deadWaits.byName[name]; prev != nil && !prev.over.Swap(true) {
+		l.deadWaits.active.Add(-1) // the new one replaces it
+	}
+	l.deadWaits.byName[name] = w
+	l.deadWaits.active.Add(1)
+	l.deadWaits.mu.Unlock()
+	return func() {
+		l.deadWaits.mu.Lock()
+		defer l.deadWaits.mu.Unlock()
+		if !w.over.Swap(true) {
+			l.deadWaits.active.Add(-1)
+		}
+		if l.deadWaits.byName[name] == w {
+			delete(l.deadWaits.byName, name)
+		}
 	}
 }
 
 // deadWaitsFor sets nv's dead waits for ring r (replacing old, whose ring
-// was oldRing) at now: the partitions this node owns on r that oldRing gave
-// to a member with a dead wait not yet over, and those old still waited
-// for that this node still owns.
-func (l *Limiter) deadWaitsFor(nv, old *view, oldRing, r *ring.Ring, now int64) {
-	var waits map[string]int64
-	l.deadWaits.mu.Lock()
-	for name, nb := range l.deadWaits.byName {
-		if nb <= now {
-			delete(l.deadWaits.byName, name)
-			continue
-		}
-		if waits == nil {
-			waits = map[string]int64{}
-		}
-		waits[name] = nb
-	}
-	l.deadWaits.mu.Unlock()
-	carried := old != nil && old.waitUntil > now && len(old.notBefore) == r.PartitionCount()
-	if waits == nil && !carried {
+// was oldRing): for the partitions this node owns on r, the wait of the
+// member that owned them on oldRing, if it has one not over, else the
+// wait old had for them, if not over.
+func (l *Limiter) deadWaitsFor(nv, old *view, oldRing, r *ring.Ring) {
+	if l.deadWaits.active.Load() == 0 {
 		return
 	}
+	l.deadWaits.mu.Lock()
+	defer l.deadWaits.mu.Unlock()
+	carried := old != nil && len(old.waits) == r.PartitionCount()
 	sameParts := oldRing != nil && oldRing.PartitionCount() == r.PartitionCount()
 	for p := 0; p < r.PartitionCount(); p++ {
 		if m, ok := r.PartitionOwner(p); !ok || m.Name != l.name {
 			continue
 		}
-		var nb int64
-		if carried {
-			nb = old.notBefore[p]
-		}
+		var w *deadWait
 		if sameParts {
-			if was, ok := oldRing.PartitionOwner(p); ok && waits[was.Name] > nb {
-				nb = waits[was.Name]
+			if was, ok := oldRing.PartitionOwner(p); ok {
+				w = l.deadWaits.byName[was.Name]
 			}
 		}
-		if nb <= now {
+		if w == nil && carried {
+			w = old.waits[p]
+		}
+		if w == nil || w.over.Load() {
 			continue
 		}
-		if nv.notBefore == nil {
-			nv.notBefore = make([]int64, r.PartitionCount())
+		if nv.waits == nil {
+			nv.waits = make([]*deadWait, r.PartitionCount())
 		}
-		nv.notBefore[p] = nb
-		nv.waitUntil = max(nv.waitUntil, nb)
+		nv.waits[p] = w
 	}
 }
 
@@ -152,17 +163,30 @@ func (l *Limiter) ownerGate(v *view, hash uint64, now int64) error {
 		l.metrics.notOwner(reasonNoLease)
 		return ErrNoLease
 	}
-	if v != nil && now < v.waitUntil && v.ring != nil && now < v.notBefore[v.ring.Partition(hash)] {
-		l.metrics.notOwner(reasonDeadWait)
-		return ErrDeadWait
+	if v != nil && v.waits != nil && l.deadWaits.active.Load() > 0 {
+		if w := v.waits[v.ring.Partition(hash)]; w != nil && !w.over.Load() {
+			l.metrics.notOwner(reasonDeadWait)
+			return ErrDeadWait
+		}
 	}
 	return nil
 }
 
 // notOwner answers j, which this node may not decide as owner (ownerGate's
-// err): a forwarded check, a grant, a credit or a report gets err and
-// applies nothing; a check of this node's caller gets its failure mode.
+// err). During a dead wait, a check this node may decide as the key's
+// heir (acting.go: a FailLocal limit, replication on) is decided on its
+// copy, as the heir does for an unreachable owner: the new owner is the
+// dead member's first heir, and its copy carries the key's count.
+// Otherwise a forwarded check, a grant, a credit or a report gets err and
+// applies nothing, and a check of this node's caller gets its failure
+// mode.
 func (l *Limiter) notOwner(v *view, j *job, err error, now int64) {
+	if err == ErrDeadWait && l.repl.acting != nil && j.mode == policy.FailLocal && !j.upTo && !j.credit && !j.report &&
+		j.limit.Algorithm != bucket.Concurrency {
+		l.actOnCopy(v, j, now)
+		l.metrics.fellBack(j.mode)
+		return
+	}
 	if j.hops > 0 || j.upTo || j.credit || j.report {
 		res := j.res
 		res.Result = bucket.Result{Limit: j.limit.Capacity()}

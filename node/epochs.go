@@ -206,8 +206,9 @@ func (n *Node) onEpoch(e epoch.Epoch) {
 	}
 	if e.Change.Kind == epoch.Dead && e.Change.Name != n.cfg.NodeName {
 		// Before ringLoop installs the ring without it: the partitions
-		// it moves here wait until its lease has surely run out.
-		n.limiter.AwaitDead(e.Change.Name, n.epochs.node.DeadWait())
+		// it moves here wait until its lease has surely run out, on this
+		// node's monotonic clock (a timer), whatever the limiter's clock.
+		time.AfterFunc(n.epochs.node.DeadWait(), n.limiter.AwaitDead(e.Change.Name))
 	}
 	n.kickMeta()
 	n.feedView()

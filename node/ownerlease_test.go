@@ -71,3 +71,44 @@ func TestOwnerLeaseCutOffNodeStopsDeciding(t *testing.T) {
 		return check(onCut, key).Source == "owner"
 	})
 }
+
+// After a kill -9 of a key's owner, the Dead epoch moves its partitions,
+// and their new owner answers their keys from the failure mode (with
+// replication off) until the dead wait has passed since it applied the
+// epoch, then decides them as owner.
+func TestOwnerLeaseDeadWaitAfterCrash(t *testing.T) {
+	tc := newTestCluster0(t, 3, func(c *node.Config) { c.Replicas = 0 })
+	victim := tc.nodes[2]
+	clients := []*client.Client{newClient(t, tc.nodes[0].GRPCAddr()), newClient(t, tc.nodes[1].GRPCAddr())}
+	lim := client.Limit{Limit: 1_000_000, Period: time.Hour, FailureMode: client.FailLocal}
+	key := keysOwnedBy(t, clients[0], victim.Name(), "dead", 1, lim)[0]
+	victim.Inject(node.FaultCrash)
+	// Checks through both survivors, from the crash until the key's new
+	// owner decides it: the dead wait falls between.
+	var owner string
+	waitFor(t, 30*time.Second, "the key decided by its new owner", func() bool {
+		for _, c := range clients {
+			res, err := c.Check(context.Background(), client.Item{Key: key, Limit: lim, Cost: 1})
+			if err != nil || res[0].Err != nil || !res[0].Allowed {
+				t.Fatalf("check %s: %+v %v", key, res, err)
+			}
+			if res[0].Source == "owner" {
+				if res[0].Owner == victim.Name() {
+					t.Fatalf("check %s after the crash: %+v, decided by the killed owner", key, res[0])
+				}
+				owner = res[0].Owner
+				return true
+			}
+		}
+		return false
+	})
+	var newOwner *node.Node
+	for _, n := range tc.nodes[:2] {
+		if n.Name() == owner {
+			newOwner = n
+		}
+	}
+	if got := sample(scrape(t, newOwner), `sluice_owner_refused_total{reason="dead_wait"}`); got == "0" || got == "" {
+		t.Errorf("%s: owner_refused_total{dead_wait} = %q, want some: it decided the dead member's key before the dead wait", owner, got)
+	}
+}

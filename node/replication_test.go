@@ -45,6 +45,15 @@ func TestClusterKillKeepsReplicatedCounters(t *testing.T) {
 			tc.nodes = tc.nodes[:2]
 			tc.waitConverged()
 			c := newClient(t, tc.nodes[1].GRPCAddr())
+			// The new owners decide the keys once the dead wait is over.
+			waitFor(t, 10*time.Second, "the new owners' answers", func() bool {
+				for _, k := range byOwner[victim.Name()] {
+					if ownerOf(t, c, k, lim).Source != "owner" {
+						return false
+					}
+				}
+				return true
+			})
 			for _, k := range byOwner[victim.Name()] {
 				res := ownerOf(t, c, k, lim)
 				if res.Owner == victim.Name() || res.Remaining != tcase.want {
