@@ -55,7 +55,7 @@ nginx:
 		if [ -n "$$own" ]; then rm -f $$rc; fi; exit $$st; }
 
 # FUZZ_TARGETS: every fuzz test, as package-dir:Func, one per decoder of outside bytes.
-FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzDecodeCheckFast api:FuzzHTTPCheck api:FuzzHTTPReserve api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzRLSJSON api:FuzzUIQuery api:FuzzAdminBody \
+FUZZ_TARGETS   := api:FuzzDecodeCheck api:FuzzDecodeStream api:FuzzDecodeCheckFast api:FuzzHTTPCheck api:FuzzHTTPReserve api:FuzzGRPCCheck api:FuzzShouldRateLimit api:FuzzRLSJSON api:FuzzUIQuery api:FuzzAdminBody \
 	policy:FuzzParse rls:FuzzParse rls/xds:FuzzConvert \
 	transport:FuzzPeerItems transport:FuzzKeyStates transport:FuzzPeerResults transport:FuzzRaftRequest \
 	cluster:FuzzDecodeMeta cluster:FuzzDecodeProbe cluster:FuzzParseGossipKeys client/middleware:FuzzClientIP \

@@ -273,6 +273,7 @@ func toProtoKeyInfo(k *limiter.KeyInfo) *sluicev1.KeyInfo {
 		LeaseCount:       int32(min(k.LeaseCount, 1<<31-1)),
 		ReservationCount: int32(min(k.Reservations, 1<<31-1)),
 		ReservedUnits:    k.ReservedUnits,
+		DebtUnits:        k.DebtUnits,
 	}
 	if k.Now != 0 {
 		out.ResetAt = timestamppb.New(keyTime(k.Now).Add(k.ResetAfter))

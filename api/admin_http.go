@@ -41,7 +41,7 @@ func toKeyInfoJSON(key string, k *limiter.KeyInfo) *wire.KeyInfoJSON {
 	out := &wire.KeyInfoJSON{Key: key, Owner: k.Owner, Policy: k.Policy, Algorithm: k.Algorithm.String(), Limit: k.Limit,
 		Remaining: k.Remaining, Used: max(k.Limit-k.Remaining, 0), ResetAfter: k.ResetAfter.String(), Exists: k.Exists,
 		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount,
-		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits}
+		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits, DebtUnits: k.DebtUnits}
 	if k.Now != 0 {
 		out.ResetAt = keyTime(k.Now).Add(k.ResetAfter).Format(time.RFC3339Nano)
 	}

@@ -130,6 +130,7 @@ type rateLimiterServer struct {
 	sluicev1.UnimplementedRateLimiterServer
 	scratch                          sync.Pool // of *checkScratch
 	answers                          sync.Pool // of *streamAnswer (CheckStream)
+	requests                         sync.Pool // of *streamRequest (CheckStream)
 	svc                              Service
 	limits                           *wire.Limits // nil: none
 	obsCheck, obsAcquire, obsRelease interface{ Observe(float64) }

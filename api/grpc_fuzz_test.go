@@ -94,11 +94,13 @@ func FuzzGRPCCheck(f *testing.F) {
 				t.Fatalf("Check: %d results for %d items", len(resp.GetResults()), len(req.GetItems()))
 			}
 		}
-		var sreq sluicev1.CheckStreamRequest
-		if decodeWire(data, &sreq) != nil {
+		r := s.request() // as CheckStream decodes
+		defer s.releaseRequest(r)
+		if decodeWire(data, r) != nil {
 			return
 		}
-		resp := &s.checkBatch(ctx, "", &sreq).msg
+		sreq := &r.CheckStreamRequest
+		resp := &s.checkBatch(ctx, "", sreq).msg
 		if resp.GetId() != sreq.GetId() || len(resp.GetResults()) != len(sreq.GetItems()) {
 			t.Fatalf("CheckStream: id %d, %d results for id %d, %d items", resp.GetId(), len(resp.GetResults()), sreq.GetId(), len(sreq.GetItems()))
 		}

@@ -20,18 +20,18 @@ import (
 func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamServer) error {
 	ctx := stream.Context()
 	client := grpcHolder(ctx) // new keys count against its cap
-	recv := func() (*sluicev1.CheckStreamRequest, error) {
-		req := sluicev1.CheckStreamRequestFromVTPool()
+	recv := func() (*streamRequest, error) {
+		req := s.request()
 		if err := stream.RecvMsg(req); err != nil {
-			req.ReturnToVTPool()
+			s.releaseRequest(req)
 			return nil, err
 		}
 		return req, nil
 	}
-	handle := func(req *sluicev1.CheckStreamRequest) *streamAnswer {
+	handle := func(req *streamRequest) *streamAnswer {
 		defer since(s.obsStream, time.Now())
-		resp := s.checkBatch(ctx, client, req)
-		req.ReturnToVTPool()
+		resp := s.checkBatch(ctx, client, &req.CheckStreamRequest)
+		s.releaseRequest(req)
 		return resp
 	}
 	// gRPC encodes a message before Send returns: the answer's memory is
@@ -41,7 +41,7 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 		s.release(a)
 		return err
 	}
-	fail := func(req *sluicev1.CheckStreamRequest, err error) *streamAnswer {
+	fail := func(req *streamRequest, err error) *streamAnswer {
 		st := status.Convert(err)
 		a := s.answer(req.GetId(), len(req.GetItems()))
 		for i := range a.out {
@@ -49,7 +49,7 @@ func (s *rateLimiterServer) CheckStream(stream sluicev1.RateLimiter_CheckStreamS
 		}
 		return a
 	}
-	return wire.ServeBatches(recv, send, wire.Batches[*sluicev1.CheckStreamRequest, *streamAnswer]{
+	return wire.ServeBatches(recv, send, wire.Batches[*streamRequest, *streamAnswer]{
 		Drain: s.drain, DrainMsg: &streamAnswer{msg: sluicev1.CheckStreamResponse{Drain: true}},
 		Handle: handle, Fail: fail, Method: sluicev1.RateLimiter_CheckStream_FullMethodName, Recovery: s.recovery,
 		Gate: s.gate(ctx),

@@ -14,10 +14,11 @@ package bucket
 // new clock is t - d + horizon + d; the clamp gives now + horizon, never
 // earlier than the true state shifted by d, so it admits no more than l.
 //
-// A settle never drives a token bucket below empty (TokenDebtBursts), so
-// no state this node made is clamped.
+// A settle's debt below empty is kept apart from the TAT (TokenDebt, seen
+// only by the limit that settled it), so no TAT this node made is clamped
+// and the bound holds for callers of every other limit on the key.
 func ClampToken(s TokenState, l Limit, now int64) (next TokenState, clamped bool) {
-	h := (1 + TokenDebtBursts) * l.Capacity() * l.interval()
+	h := l.Capacity() * l.interval()
 	if s.TAT-now <= h {
 		return s, false
 	}

@@ -20,6 +20,13 @@
 // of the calendar, the zone and now; LoadZone and Zones load IANA zones
 // (from the system's zoneinfo or the Go tzdata linked into the binary).
 //
+// Reserve and settle (reserve.go): a settle charging more than a state
+// holds takes it into debt, bounded (DebtBursts, TokenDebtBursts), and
+// forgives the rest. A window's debt is in its count; a token bucket's is
+// a TokenDebt kept apart from its TAT and seen only by the limit that
+// settled it (debt.go, TakeTokenDebt), so that ClampToken's bound for
+// callers of other limits on a key holds.
+//
 // Rules shared by every algorithm (except the first two for
 // TakeFixedWindowHits, which follows envoyproxy/ratelimit there: see it):
 //   - a denied take consumes nothing, and neither does a read (cost 0, always

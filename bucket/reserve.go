@@ -19,12 +19,12 @@ import (
 const DebtBursts = 1
 
 // TokenDebtBursts is the same bound for a token bucket, in bursts below
-// empty: 0, so a settle drives a bucket at most to empty and forgives the
-// rest. A state further ahead than one horizon is what ClampToken reads as
-// a take under another limit (tenant isolation: no caller is locked out
-// for longer than its own window), so a token bucket's debt could not
-// survive the clamp without weakening that bound for every caller.
-const TokenDebtBursts = 0
+// empty: a settle may drive a bucket up to one burst (its capacity) below
+// empty, and forgives the rest. The part below empty is a TokenDebt kept
+// apart from the TAT and seen only by the limit that settled it (debt.go):
+// the TAT stays within one horizon, so ClampToken's isolation bound holds
+// for callers of every other limit on the key.
+const TokenDebtBursts = 1
 
 // ErrReservation is wrapped by the errors of this file.
 var ErrReservation = errors.New("bucket: reservation")
@@ -84,7 +84,7 @@ func LiveReservations(rs []Reservation, now int64) []Reservation {
 // in rs, or -1.
 func FindReservation(rs []Reservation, now int64, id, tag, holder uint64) int {
 	for i, r := range rs {
-		if r.ID == id && r.Tag == tag && r.Holder == holder && r.Expires > now {
+		if r.ID == id && r.Tag == tag && r.Holder == holder && r.Expires > now && !r.IsDebt() {
 			return i
 		}
 	}
@@ -96,8 +96,10 @@ func FindReservation(rs []Reservation, now int64, id, tag, holder uint64) int {
 // intervals but never before now (a full bucket: the refund is capped by
 // what is missing); actual > estimate moves TAT forward (actual-estimate)
 // intervals from max(TAT, now), at most to now + (1+TokenDebtBursts)×Horizon
-// (empty: TokenDebtBursts is 0), and the rest is forgiven. Result
-// is a read after it (denied checks' RetryAfter then counts the debt).
+// (one burst below empty), and the rest is forgiven. s is the owner's view
+// (with its debt) and so is the state returned, which may run beyond one
+// horizon: SettleTokenDebt splits it into a TAT and a TokenDebt. Result is
+// a read after it (Remaining 0 and ResetAfter counting the debt).
 func SettleToken(s TokenState, l Limit, now, estimate, actual int64) (TokenState, Settlement) {
 	interval := l.interval()
 	tau := l.Capacity() * interval

@@ -28,13 +28,14 @@ func TestSettleTokenSteps(t *testing.T) {
 		{name: "refund", at: t0, actual: 40, refunded: 60, remaining: 60, nextCost: 60, nextAllowed: true},
 		// Settled as estimated: nothing changes.
 		{name: "exact", at: t0, actual: 100, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
-		// 300 of 100 on an empty bucket: a token bucket never goes below
-		// empty (TokenDebtBursts is 0), so all 200 are forgiven.
-		{name: "excess on empty forgiven", at: t0, actual: 300, forgiven: 200, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
+		// 300 of 100 on an empty bucket: 100 go into debt (one burst below
+		// empty, TokenDebtBursts), 100 are forgiven; the next unit waits
+		// for the debt and itself (60s + 600ms).
+		{name: "excess on empty into debt", at: t0, actual: 300, charged: 100, forgiven: 100, remaining: 0, nextCost: 1, nextRetry: 60*time.Second + 600*ms},
 		// 30s later 50 have refilled: 150 of 100 charges those 50.
 		{name: "excess charged to empty", at: t0 + int64(30*time.Second), actual: 150, charged: 50, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
-		// 200 of 100 then: 50 charged, 50 forgiven.
-		{name: "excess beyond empty", at: t0 + int64(30*time.Second), actual: 200, charged: 50, forgiven: 50, remaining: 0, nextCost: 1, nextRetry: 600 * ms},
+		// 200 of 100 then: 50 to empty and 50 into debt (30s of refill).
+		{name: "excess beyond empty", at: t0 + int64(30*time.Second), actual: 200, charged: 100, remaining: 0, nextCost: 1, nextRetry: 30*time.Second + 600*ms},
 		// A refund is capped by what is missing: 30s later the bucket
 		// has refilled 50, so of 100 only 50 come back (it is full).
 		{name: "refund capped at full", at: t0 + int64(30*time.Second), actual: 0, refunded: 50, remaining: 100, nextCost: 100, nextAllowed: true},
@@ -42,19 +43,25 @@ func TestSettleTokenSteps(t *testing.T) {
 		{name: "refund after refill", at: t0 + int64(2*time.Minute), actual: 0, refunded: 0, remaining: 100, nextCost: 100, nextAllowed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			next, st := SettleToken(reserved, l, tc.at, 100, tc.actual)
+			next, debt, st := SettleTokenDebt(reserved, TokenDebt{}, l, tc.at, 100, tc.actual)
 			if st.Refunded != tc.refunded || st.Charged != tc.charged || st.Forgiven != tc.forgiven {
 				t.Fatalf("settlement %+v, want refunded %d charged %d forgiven %d", st, tc.refunded, tc.charged, tc.forgiven)
 			}
 			if st.Result.Remaining != tc.remaining {
 				t.Errorf("remaining %d, want %d", st.Result.Remaining, tc.remaining)
 			}
-			if ahead := next.TAT - tc.at; ahead > (1+TokenDebtBursts)*int64(l.Horizon()) {
-				t.Errorf("TAT %v ahead, beyond the debt bound", time.Duration(ahead))
+			if ahead := next.TAT - tc.at; ahead > int64(l.Horizon()) {
+				t.Errorf("TAT %v ahead, beyond the horizon (the debt is kept apart)", time.Duration(ahead))
+			}
+			if ahead := debt.Until - tc.at; ahead > (1+TokenDebtBursts)*int64(l.Horizon()) {
+				t.Errorf("debt until %v ahead, beyond the debt bound", time.Duration(ahead))
 			}
 			// The store clamps every state it reads: a settled state is never clamped.
-			clamped, _ := ClampToken(next, l, tc.at)
-			_, r, err := TakeToken(clamped, l, tc.at, tc.nextCost)
+			clamped, c := ClampToken(next, l, tc.at)
+			if c {
+				t.Errorf("settled TAT %v clamped", next)
+			}
+			_, _, r, err := TakeTokenDebt(clamped, debt, l, tc.at, tc.nextCost)
 			if err != nil || r.Allowed != tc.nextAllowed || r.RetryAfter != tc.nextRetry {
 				t.Errorf("next take of %d: %+v %v, want allowed %v retry %v", tc.nextCost, r, err, tc.nextAllowed, tc.nextRetry)
 			}

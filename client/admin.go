@@ -43,6 +43,9 @@ type KeyInfo struct {
 	// ReservedUnits the sum of their estimates.
 	Reservations  int
 	ReservedUnits int64
+	// DebtUnits is a token bucket's debt below empty under this limit
+	// (a settle charged past empty; checks wait for refill to pay it).
+	DebtUnits int64
 }
 
 // LeaseInfo describes one live lease.
@@ -106,7 +109,7 @@ func fromProtoKeyInfo(key string, k *sluicev1.KeyInfo) KeyInfo {
 	out := KeyInfo{Key: key, Owner: k.GetOwner(), Policy: k.GetPolicy(), Algorithm: k.GetAlgorithm(),
 		Limit: k.GetLimit(), Remaining: k.GetRemaining(), ResetAfter: k.GetResetAfter().AsDuration(),
 		Exists: k.GetExists(), Grants: int(k.GetGrants()), GrantedTokens: k.GetGrantedTokens(), LeaseCount: int(k.GetLeaseCount()),
-		Reservations: int(k.GetReservationCount()), ReservedUnits: k.GetReservedUnits()}
+		Reservations: int(k.GetReservationCount()), ReservedUnits: k.GetReservedUnits(), DebtUnits: k.GetDebtUnits()}
 	if k.GetResetAt() != nil {
 		out.ResetAt = k.GetResetAt().AsTime()
 	}

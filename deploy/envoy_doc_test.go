@@ -159,9 +159,14 @@ func TestEnvoyDoc(t *testing.T) {
 			kind, _ := d.get("kind").(string)
 			switch {
 			case d.get("static_resources") != nil:
-				seen["bootstrap"]++
 				var bs bootstrapv3.Bootstrap
 				toProto(t, where, map[string]any(d), &bs)
+				if bs.GetStaticResources().GetListeners()[0].GetName() == ownerListener {
+					seen["owner bootstrap"]++
+					checkOwnerBootstrap(t, where, &bs, cfg)
+					continue
+				}
+				seen["bootstrap"]++
 				checkBootstrap(t, where, &bs, cfg)
 			case d.get("domain") != nil:
 				seen["rules"]++
@@ -201,7 +206,7 @@ func TestEnvoyDoc(t *testing.T) {
 			}
 		}
 	}
-	for k, n := range map[string]int{"bootstrap": 1, "rules": 1, "EnvoyFilter": 2, "EnvoyPatchPolicy": 1, "BackendTrafficPolicy": 1, "EnvoyGateway": 1, "EnvoyGateway drop-in": 1} {
+	for k, n := range map[string]int{"bootstrap": 1, "owner bootstrap": 1, "rules": 1, "EnvoyFilter": 2, "EnvoyPatchPolicy": 1, "BackendTrafficPolicy": 1, "EnvoyGateway": 1, "EnvoyGateway drop-in": 1} {
 		if seen[k] != n {
 			t.Errorf("%d %s blocks in %s, want %d", seen[k], k, envoyDoc, n)
 		}

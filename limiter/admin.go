@@ -61,6 +61,10 @@ type KeyInfo struct {
 	// and settle), ReservedUnits the sum of their estimates.
 	Reservations  int
 	ReservedUnits int64
+	// DebtUnits is a token bucket's debt below empty under this limit
+	// (bucket.TokenDebt.Units: the units refill pays before the bucket is
+	// back at empty), 0 for none or another limit's.
+	DebtUnits int64
 }
 
 // LeaseInfo is one live lease of a concurrency limit.
@@ -194,6 +198,9 @@ func (l *Limiter) adminLocal(it Forwarded, op AdminOp, now int64) (KeyInfo, erro
 			continue
 		}
 		for _, r := range e.Reservations {
+			if d := r.Debt(); d.Owns(it.Limit, now) {
+				info.DebtUnits = d.Units(now)
+			}
 			if !r.Settled && r.Expires > now {
 				info.Reservations++
 				info.ReservedUnits += r.Estimate

@@ -188,8 +188,14 @@ func (l *Limiter) atomicLocal(ctx context.Context, v *view, jobs []job) (*view, 
 		j := &jobs[i]
 		items[i] = store.AtomicItem{Key: j.hash, Limit: j.limit, Cost: j.cost, As: j.use()}
 	}
+	now := l.clock().UnixNano()
+	for _, h := range hashes {
+		if err := l.ownerGate(v, h, now); err != nil {
+			return nil, err
+		}
+	}
 	results := make([]bucket.Result, len(jobs))
-	kept, err := l.store.TakeAll(items, l.clock().UnixNano(), results)
+	kept, err := l.store.TakeAll(items, now, results)
 	for i := range jobs {
 		res := jobs[i].res
 		res.Result, res.Err = results[i], err

@@ -278,6 +278,10 @@ func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring
 // then answered it by the failure mode), so counting it would count it
 // twice, or spend grant tokens no one holds.
 func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
+	if err := l.ownerGate(v, j.hash, now); err != nil {
+		l.notOwner(v, j, err, now)
+		return
+	}
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
 		var unseen *unseenOwnerError
 		if errors.As(err, &unseen) && j.hops == 0 {

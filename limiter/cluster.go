@@ -24,6 +24,12 @@ type view struct {
 	// once they have.
 	orphaned      []bool
 	orphansPushed atomic.Bool
+	// notBefore is, per partition, the time (Unix ns) before which this
+	// node decides none of its keys as owner: it moved here from a member
+	// removed as dead (AwaitDead, ownerlease.go); waitUntil is the latest
+	// of them. Nil and 0 when none.
+	notBefore []int64
+	waitUntil int64
 }
 
 // owner returns the owner of hash and whether it is this node. With no
@@ -78,6 +84,7 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 	now := time.Now()
 	l.departed.note(oldRing, r, now, now.Add(l.pendingTTL))
 	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine, l.strays.take(r)), orphaned: l.orphans(old, oldRing, r)}
+	l.deadWaitsFor(nv, old, oldRing, r, l.clock().UnixNano())
 	if l.repl.n > 0 && r.Len() > 1 {
 		if nv.heirs, err = r.Heirs(l.repl.n); err != nil {
 			return fmt.Errorf("limiter: %w", err)

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,12 @@ type Config struct {
 	// FetchTimeout bounds a fetch of a key's state from its previous owner;
 	// 0 means DefaultFetchTimeout. Must not be negative.
 	FetchTimeout time.Duration
+	// RefusedRetry is the most time a check that its owner refused as from
+	// a non-member (a joiner that has not heard of this node yet) is asked
+	// again before its failure mode answers, and at most half of what is
+	// left of the call's deadline; 0 means DefaultRefusedRetry. Must not
+	// be negative.
+	RefusedRetry time.Duration
 	// PeersAuthenticated says that every peer call reaches this node over
 	// an authenticated channel (peer mTLS or the cluster secret), so any
 	// caller is a node of this cluster, whatever name it gives. A node not
@@ -100,6 +107,18 @@ type Config struct {
 	// metric (the rate of checks and denials, a sample of their keys) for
 	// the status page; nil keeps none.
 	Activity *activity.Recorder
+
+	// OwnerLease, if set, returns how long this node still holds its
+	// owner lease (renewed through a majority of the group of the ring's
+	// epochs: the time to the node's epoch.Node.LeaseUntil, on its
+	// monotonic clock); 0 or less when it holds none. While it holds
+	// none, no key is decided here as its owner: each check is answered
+	// from its limit's failure mode, and one forwarded here is answered
+	// ErrNoLease (applying nothing) so that its sender falls back
+	// (ownerlease.go). Nil means the lease is always held (one process,
+	// tests). It is called only when the time last returned has run out
+	// on Clock (at most MaxLeaseReading is taken from one call).
+	OwnerLease func() time.Duration
 
 	// Epochs on peer calls (epochs.go, issue 31). Epoch, if set, returns
 	// the epoch of the ring this node routes by (the last applied epoch of
@@ -147,6 +166,7 @@ func New(cfg Config) (*Limiter, error) {
 		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL, maxKeysPerClient: cfg.Store.MaxKeysPerClient,
 		peersAuthenticated: cfg.PeersAuthenticated}
 	l.repl.tap = cfg.OnChanged
+	l.refusedRetry = cmp.Or(cfg.RefusedRetry, DefaultRefusedRetry)
 	l.epoch, l.waitEpoch, l.catchUpWait = cfg.Epoch, cfg.WaitEpoch, cfg.CatchUpWait
 	if l.catchUpWait == 0 {
 		l.catchUpWait = DefaultCatchUpWait
@@ -198,6 +218,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
 	l.metrics.activity = cfg.Activity
+	l.lease.src = cfg.OwnerLease
 	return l, nil
 }
 
@@ -213,6 +234,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Replicas: at most %d, got %d", ErrInvalidConfig, MaxReplicas, c.Replicas)
 	case c.FetchTimeout < 0:
 		return fmt.Errorf("%w: FetchTimeout: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultFetchTimeout, c.FetchTimeout)
+	case c.RefusedRetry < 0:
+		return fmt.Errorf("%w: RefusedRetry: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultRefusedRetry, c.RefusedRetry)
 	case c.Epoch != nil && c.WaitEpoch == nil:
 		return fmt.Errorf("%w: WaitEpoch: is required with Epoch", ErrInvalidConfig)
 	case c.CatchUpWait < 0:

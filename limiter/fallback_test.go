@@ -141,7 +141,9 @@ func TestFallBackBeforeDeadline(t *testing.T) {
 	lim := tb(30, time.Hour)
 	key := c.KeysOwnedBy("n1", "n0", "slow", limiter.Request{Limit: lim}, 1)[0]
 	c.Net.Delay("n1", "n0", time.Hour)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// A 1 s deadline keeps the largest reserve (50 ms) for the local share:
+	// a 50 ms deadline left 5 ms, which a loaded machine overran.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	dl, _ := ctx.Deadline()
 	res, err := c.Node("n1").Check(limiter.FallBackBeforeDeadline(ctx), []limiter.Request{{Key: key, Limit: lim, Cost: 1}}, nil)

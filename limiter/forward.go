@@ -115,7 +115,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 	// (untilknown.go) rather than answered from the failure mode.
 	err := l.peers.Check(pctx, owner, hops, items, answers)
 	if err != nil {
-		err = untilKnown(pctx, err, knownWait(pctx), checkRetryMin, checkRetryMax, func() error {
+		err = untilKnown(pctx, err, l.knownWait(pctx), checkRetryMin, checkRetryMax, func() error {
 			return l.peers.Check(pctx, owner, hops, items, answers)
 		})
 	}

@@ -156,9 +156,12 @@ func TestHandoffAnyOrder(t *testing.T) {
 // The nodes ask it again until it knows them rather than answer from the
 // failure mode, which counted beside the state the joiner holds (the fault
 // test's joins: a key at its limit admitted 7 more through a local share).
+// The retries get a minute here, so that the test does not depend on how
+// soon after the first refusal it tells c of the others (a loaded machine
+// took more than the default 400 ms).
 func TestCheckRefusedByJoinerAskedAgain(t *testing.T) {
 	key := limitertest.NewCluster(t, nil, "a", "b", "c").KeysOwnedBy("a", "c", "j", limiter.Request{Limit: hourly}, 1)[0]
-	c := limitertest.NewCluster(t, nil, "a", "b")
+	c := limitertest.NewCluster(t, func(cfg *limiter.Config) { cfg.RefusedRetry = time.Minute }, "a", "b")
 	spend(t, c, "a", []string{key}, hourly, 60)
 	c.Add("c") // started: its ring is itself alone
 	c.SetRing("a", "a", "b", "c")

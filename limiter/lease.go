@@ -193,6 +193,10 @@ func (l *Limiter) leaseLocal(ctx context.Context, v *view, routedMine bool, it F
 	if err := ctx.Err(); err != nil {
 		return Answer{Result: none, Err: err}, l.name, nil
 	}
-	res, err := apply(l.clock().UnixNano())
+	now := l.clock().UnixNano()
+	if err := l.ownerGate(v, it.Hash, now); err != nil {
+		return Answer{Result: none, Err: err}, l.name, nil
+	}
+	res, err := apply(now)
 	return Answer{Result: res, Err: err}, l.name, nil
 }

@@ -30,9 +30,12 @@ type Limiter struct {
 	ringCfg      ring.Config
 	peers        Peers                    // Config.Peers behind suspectGate, or nil
 	suspects     atomic.Pointer[suspects] // nil when no member is suspect (suspect.go)
+	lease        ownerLease               // Config.OwnerLease and its last reading (ownerlease.go)
+	deadWaits    deadWaits                // departed members' dead waits (ownerlease.go)
 	log          *slog.Logger
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
+	refusedRetry time.Duration // Config.RefusedRetry
 	maxLeaseTTL  time.Duration
 	// maxKeysPerClient: Config.Store.MaxKeysPerClient, for its error.
 	maxKeysPerClient int64

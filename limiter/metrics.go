@@ -25,6 +25,8 @@ type metrics struct {
 	handedOff prometheus.Counter
 	// fallbacks[mode] counts checks answered by a failure mode.
 	fallbacks [3]prometheus.Counter
+	// notOwned[reason] counts decisions as owner refused (ownerlease.go).
+	notOwned [2]prometheus.Counter
 	// peerRefused counts peer calls refused because the caller is not a
 	// ring member, by method.
 	peerRefused *prometheus.CounterVec
@@ -97,6 +99,12 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, set *policy.Set) (*m
 	for _, mode := range []policy.FailureMode{policy.FailLocal, policy.FailDeny, policy.FailAllow} {
 		m.fallbacks[mode] = fallbacks.WithLabelValues(mode.String())
 	}
+	notOwned := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "owner_refused_total",
+		Help: "Checks, grants, credits and reports this node did not decide as the key's owner, by reason: no_lease (it holds no owner lease renewed through a majority), dead_wait (the key moved from a member removed as dead less than the dead wait ago).",
+	}, []string{"reason"})
+	m.notOwned[reasonNoLease] = notOwned.WithLabelValues("no_lease")
+	m.notOwned[reasonDeadWait] = notOwned.WithLabelValues("dead_wait")
 	m.peerRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Name: "peer_refused_total",
 		Help: "Peer calls refused because the calling node is not a member of this node's ring, by method.",
@@ -122,7 +130,7 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, set *policy.Set) (*m
 		return m, nil
 	}
 	cs := []prometheus.Collector{
-		checks, m.forwarded, m.handedOff, fallbacks, m.peerRefused, epochRefused, m.invalidStates, m.reported, m.reportsDropped,
+		checks, m.forwarded, m.handedOff, fallbacks, notOwned, m.peerRefused, epochRefused, m.invalidStates, m.reported, m.reportsDropped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "store_keys",
 			Help: "Keys held in the node's store.",
@@ -208,6 +216,15 @@ func (m *metrics) fellBack(mode policy.FailureMode) {
 		m.fallbacks[mode].Inc()
 	}
 }
+
+// Reasons a decision as owner is refused (ownerlease.go).
+const (
+	reasonNoLease = iota
+	reasonDeadWait
+)
+
+// notOwner counts one decision as owner refused for reason.
+func (m *metrics) notOwner(reason int) { m.notOwned[reason].Inc() }
 
 // observeBatch counts the decisions of one Check call, adding to each
 // counter once rather than once per item.

@@ -48,7 +48,8 @@ type SettleRequest struct {
 	// ID is the reservation's, as Reserve gave it.
 	ID string
 	// Actual is the actual cost, >= 0 (it may exceed the estimate and the
-	// capacity: the excess is charged up to bucket.TokenDebtBursts or bucket.DebtBursts).
+	// capacity: the excess is charged into debt, up to
+	// bucket.TokenDebtBursts or bucket.DebtBursts, and the rest forgiven).
 	Actual int64
 	// Holder is the verified identity of the client (see ReserveRequest).
 	Holder string

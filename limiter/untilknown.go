@@ -42,20 +42,23 @@ func untilKnown(ctx context.Context, err error, budget, first, most time.Duratio
 }
 
 // Retrying a check that its owner refused as from a non-member: the first
-// wait, the longest, and the most time the retries may take, at most half
-// of what is left of the call's deadline (the failure mode answers in the
-// rest if the owner still refuses).
+// wait and the longest between tries.
 const (
-	checkRetryMin  = 5 * time.Millisecond
-	checkRetryMax  = 50 * time.Millisecond
-	checkRetryMost = 400 * time.Millisecond
+	checkRetryMin = 5 * time.Millisecond
+	checkRetryMax = 50 * time.Millisecond
 )
 
+// DefaultRefusedRetry is Config.RefusedRetry's default: the most time the
+// retries of a check refused as from a non-member may take (the failure
+// mode answers after it if the owner still refuses).
+const DefaultRefusedRetry = 400 * time.Millisecond
+
 // knownWait is how long a check refused as from a non-member may be asked
-// again under ctx.
-func knownWait(ctx context.Context) time.Duration {
+// again under ctx: RefusedRetry, at most half of what is left of ctx's
+// deadline.
+func (l *Limiter) knownWait(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
-		return min(checkRetryMost, time.Until(dl)/2)
+		return min(l.refusedRetry, time.Until(dl)/2)
 	}
-	return checkRetryMost
+	return l.refusedRetry
 }

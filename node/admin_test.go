@@ -411,7 +411,27 @@ func TestAdminInspectReservations(t *testing.T) {
 	if _, err := c.Settle(ctx, r, 1); err != nil {
 		t.Fatal(err)
 	}
-	if info, err = c.Inspect(ctx, "tenant:9", "", adminLimit); err != nil || info.Reservations != 0 || info.ReservedUnits != 0 || info.Remaining != 9 {
+	if info, err = c.Inspect(ctx, "tenant:9", "", adminLimit); err != nil || info.Reservations != 0 || info.ReservedUnits != 0 || info.Remaining != 9 || info.DebtUnits != 0 {
 		t.Fatalf("inspect after settling 1: %+v %v, want no unsettled reservation, 9 left", info, err)
+	}
+	// Settling 24 of 9 on the 9 left: 10 below empty (one burst), 5
+	// forgiven; Inspect shows the debt (6 minutes a unit: no refill pays
+	// any of it during the test), over gRPC and HTTP, until a Reset.
+	if r, err = c.Reserve(ctx, time.Minute, client.ReserveItem{Key: "tenant:9", Limit: adminLimit, Estimate: 9}); err != nil || !r.Allowed {
+		t.Fatalf("reserve 9: %+v %v", r, err)
+	}
+	if s, err := c.Settle(ctx, r, 24); err != nil || s[0].Charged != 10 || s[0].Forgiven != 5 {
+		t.Fatalf("settle 24 of 9: %+v %v, want 10 charged into debt, 5 forgiven", s, err)
+	}
+	if info, err = c.Inspect(ctx, "tenant:9", "", adminLimit); err != nil || info.DebtUnits != 10 || info.Remaining != 0 || info.Reservations != 0 {
+		t.Fatalf("inspect in debt: %+v %v, want 10 units of debt, none left", info, err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	if code, got := httpAdmin(t, hc, "http", n.HTTPAddr(), "POST", "/v1/admin/inspect", token, `{"key":"tenant:9","limit":10,"period":"1h"}`); code != 200 || got["debt_units"] != 10.0 {
+		t.Fatalf("HTTP inspect in debt: %d %v, want debt_units 10", code, got)
+	}
+	if info, err = c.Reset(ctx, "tenant:9", "", adminLimit, 10); err != nil || info.DebtUnits != 0 || info.Remaining != 10 {
+		t.Fatalf("reset to full: %+v %v, want the debt gone", info, err)
 	}
 }

@@ -56,7 +56,9 @@ func (tc *testCluster) addWith(name string, mutate func(*node.Config)) *node.Nod
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	cfg.Clock = tc.clk.Now
+	if cfg.Clock == nil { // a test may ask for the real clock
+		cfg.Clock = tc.clk.Now
+	}
 	tc.authenticate(&cfg)
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)

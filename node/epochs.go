@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/epoch"
+	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/transport"
 )
@@ -93,7 +94,7 @@ func (n *Node) newEpochs(reg prometheus.Registerer) error {
 	}
 	e := &epochs{sender: sender, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	cfg.Transport = raftTransport{sender}
+	cfg.Transport = raftTransport{s: sender, cut: &n.raftCut}
 	cfg.OnEpoch = n.onEpoch
 	if e.node, err = epoch.New(cfg); err != nil {
 		e.cancel()
@@ -156,10 +157,16 @@ func (e *epochs) stop(ran bool) {
 
 // raftTransport is the group's epoch.Transport: each message in the
 // message format (epoch.MarshalMessage), queued on the RaftSender per
-// receiver, in order.
-type raftTransport struct{ s *transport.RaftSender }
+// receiver, in order; none while cut (FaultRaftCut).
+type raftTransport struct {
+	s   *transport.RaftSender
+	cut *atomic.Bool
+}
 
 func (t raftTransport) Send(msgs []epoch.Message) {
+	if t.cut.Load() {
+		return
+	}
 	for i := 0; i < len(msgs); {
 		to := msgs[i].To
 		var out [][]byte
@@ -181,6 +188,9 @@ func (r raftReceiver) StepRaft(_ context.Context, _ string, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", transport.ErrRaftMessage, err)
 	}
+	if r.n.raftCut.Load() {
+		return nil // FaultRaftCut: lost, as on a cut network
+	}
 	r.n.epochs.node.Step(msg)
 	return nil
 }
@@ -193,6 +203,11 @@ func (n *Node) onEpoch(e epoch.Epoch) {
 		"change", e.Change.Kind.String(), "member", e.Change.Name, "members", len(e.Members), "voters", len(e.Voters))
 	if e.Change.Kind != epoch.Join && e.Change.Name != n.cfg.NodeName {
 		n.epochs.sender.Remove(e.Change.Name)
+	}
+	if e.Change.Kind == epoch.Dead && e.Change.Name != n.cfg.NodeName {
+		// Before ringLoop installs the ring without it: the partitions
+		// it moves here wait until its lease has surely run out.
+		n.limiter.AwaitDead(e.Change.Name, n.epochs.node.DeadWait())
 	}
 	n.kickMeta()
 	n.feedView()
@@ -247,6 +262,23 @@ func (n *Node) ringLoop(ctx context.Context) {
 		}
 		n.ringMu.Unlock()
 	}
+}
+
+// ownerLease is the limiter's Config.OwnerLease: the time left on the
+// group's owner lease (epoch.Node.LeaseUntil, on the monotonic clock),
+// once the limiter routes by the ring's epochs. A group of one holds it
+// always (its majority is itself); so does a node whose ring still comes
+// from gossip (starting, or joining: the epochs' lease is not about that
+// ring, and it decides as before epochs).
+func (n *Node) ownerLease() time.Duration {
+	e := n.epochs
+	if e == nil || !e.routed.Load() {
+		return limiter.MaxLeaseReading
+	}
+	if st := e.node.Status(); len(st.Voters)+len(st.Learners) <= 1 {
+		return limiter.MaxLeaseReading
+	}
+	return time.Until(e.node.LeaseUntil())
 }
 
 // advert is the node's Raft advert, for its gossip metadata.

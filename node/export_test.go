@@ -67,3 +67,10 @@ func Epochs(n *Node) EpochState {
 	}
 	return s
 }
+
+// EpochLeaseBound is how long a node cut off from its group's majority
+// may keep its owner lease: the election timeout plus the lease duration
+// of its group's configuration (epoch package doc).
+func EpochLeaseBound(n *Node) time.Duration {
+	return n.epochs.cfg.ElectionTimeout() + n.epochs.cfg.LeaseDuration
+}

@@ -21,6 +21,14 @@ const (
 	// FaultGossipUnmute ends FaultGossipMute: the node answers probes
 	// again and the others report it Alive.
 	FaultGossipUnmute
+	// FaultRaftCut drops every message of the group of the ring's epochs
+	// that the node sends or receives, while gossip and its gRPC ports
+	// keep working: it is cut off from the group's majority (its owner
+	// lease runs out) though its peers still reach it. FaultRaftHeal
+	// ends it.
+	FaultRaftCut
+	// FaultRaftHeal ends FaultRaftCut.
+	FaultRaftHeal
 )
 
 // Inject applies a fault to a running node.
@@ -41,5 +49,7 @@ func (n *Node) Inject(f Fault) {
 		n.epochs.stop(true) // Run is running: Inject is for running nodes
 	case FaultGossipMute, FaultGossipUnmute:
 		n.cluster.MuteGossip(f == FaultGossipMute)
+	case FaultRaftCut, FaultRaftHeal:
+		n.raftCut.Store(f == FaultRaftCut)
 	}
 }

@@ -57,6 +57,7 @@ type Node struct {
 	serving  atomic.Bool
 	stopping atomic.Bool
 	crashed  atomic.Bool // FaultCrash was injected
+	raftCut  atomic.Bool // FaultRaftCut is in force
 	disk     disk        // Config.DataDir (persist.go)
 	replMu   sync.Mutex  // serializes limiter.Replicate (replicateLoop, flushDisk)
 	ran      atomic.Bool
@@ -173,6 +174,7 @@ func New(cfg Config) (n *Node, err error) {
 		Logger:             log,
 		Activity:           n.activity,
 		OnChanged:          n.onChanged(),
+		OwnerLease:         n.ownerLease,
 		Epoch:              n.ringEp.load,
 		WaitEpoch:          n.ringEp.wait,
 		// A receiver's catch-up happens inside a forwarded call: half the

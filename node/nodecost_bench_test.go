@@ -86,8 +86,8 @@ func callgrindDump() {}
 // under callgrind.
 func underCallgrind() bool { return os.Getenv("SLUICE_BENCH_CALLGRIND") != "" }
 
-// benchClientEnv names the client to run instead of the tests: "grpc" or
-// "http"; benchClientAddr and benchClientCallers say where and how.
+// benchClientEnv names the client to run instead of the tests: "grpc",
+// "http" or "echo" (BenchmarkGRPCEchoFloor); benchClientAddr and benchClientCallers say where and how.
 const (
 	benchClientEnv     = "SLUICE_BENCH_CLIENT"
 	benchClientAddr    = "SLUICE_BENCH_ADDR"
@@ -244,8 +244,14 @@ func runBenchClient(proto, addr, callersText string) error {
 			}
 			return nil
 		}
+	case "echo": // BenchmarkGRPCEchoFloor
+		var closeEcho func()
+		if check, closeEcho, err = echoClient(addr, callers); err != nil {
+			return err
+		}
+		defer closeEcho()
 	default:
-		return fmt.Errorf("%s: %q: want grpc or http", benchClientEnv, proto)
+		return fmt.Errorf("%s: %q: want grpc, http or echo", benchClientEnv, proto)
 	}
 	stop, err := cpuProfile(os.Getenv(benchClientProfile))
 	if err != nil {

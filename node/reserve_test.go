@@ -39,8 +39,9 @@ func settleOne(t *testing.T, c *client.Client, r client.Reservation, actual int6
 
 // Over gRPC on one node (a frozen clock): reserve 100, settle 40 gives 60
 // back; a second settle changes nothing; settling 300 of a reservation of
-// 60 on an empty bucket charges nothing more (a token bucket never goes
-// below empty) and forgives the 240, and the next check waits one interval.
+// 60 on an empty bucket charges one burst (100) into debt below empty and
+// forgives the other 140, and the next check waits out the debt and its
+// own unit: 100 × 600ms + 600ms.
 func TestReserveSettleGRPC(t *testing.T) {
 	clk := newFakeClock()
 	n := startNode(t, func(cfg *node.Config) { cfg.Clock = clk.Now })
@@ -63,19 +64,23 @@ func TestReserveSettleGRPC(t *testing.T) {
 
 	r = reserveOK(t, c, "tenant:1", 60)
 	s := settleOne(t, c, r, 300)
-	if s.Charged != 0 || s.Forgiven != 240 || s.Remaining != 0 {
-		t.Fatalf("settle 300 of 60 on an empty bucket: %+v, want 0 charged and 240 forgiven", s)
+	if s.Charged != 100 || s.Forgiven != 140 || s.Remaining != 0 {
+		t.Fatalf("settle 300 of 60 on an empty bucket: %+v, want 100 charged into debt and 140 forgiven", s)
 	}
-	res, err := c.Check(ctx, client.Item{Key: "tenant:1", Limit: tpm})
-	if err != nil || res[0].Allowed || res[0].RetryAfter != 600*time.Millisecond {
-		t.Fatalf("check on the empty bucket: %+v %v, want denied with retry after 600ms", res, err)
+	check := func(name string, allowed bool, retry time.Duration) {
+		t.Helper()
+		res, err := c.Check(ctx, client.Item{Key: "tenant:1", Limit: tpm})
+		if err != nil || res[0].Allowed != allowed || res[0].RetryAfter != retry {
+			t.Fatalf("%s: %+v %v, want allowed %v retry after %v", name, res, err, allowed, retry)
+		}
 	}
+	check("check in debt", false, 60*time.Second+600*time.Millisecond)
+	clk.Advance(60 * time.Second)
+	check("check with the debt paid, the bucket empty", false, 600*time.Millisecond)
 	clk.Advance(600 * time.Millisecond)
-	if res, err := c.Check(ctx, client.Item{Key: "tenant:1", Limit: tpm}); err != nil || !res[0].Allowed {
-		t.Fatalf("check once a token refilled: %+v %v", res, err)
-	}
+	check("check once a token refilled after the debt", true, 0)
 
-	_, err = c.Settle(ctx, client.Reservation{Items: []client.Reserved{{Key: "tenant:1", Limit: tpm, ID: strings.Repeat("0f", 16)}}}, 1)
+	_, err := c.Settle(ctx, client.Reservation{Items: []client.Reserved{{Key: "tenant:1", Limit: tpm, ID: strings.Repeat("0f", 16)}}}, 1)
 	if st := status.Convert(errorsUnwrapAll(err)); st.Code() != codes.NotFound || !strings.Contains(st.Message(), strings.Repeat("0f", 16)) {
 		t.Fatalf("unknown id: %v, want NotFound naming the id", err)
 	}
@@ -137,20 +142,21 @@ func TestReserveSettleHTTP(t *testing.T) {
 			}
 		}
 	}
-	// Over the estimate on the emptied bucket: all forgiven, and the
-	// next check is a 429 with Retry-After.
+	// Over the estimate on the emptied bucket: one burst into debt, the
+	// rest forgiven, and the next check is a 429 whose Retry-After counts
+	// the debt.
 	code, out, _ = post(t, n, "/v1/reserve", `{"items":[{"key":"tenant:2","limit":100,"period":"1m","estimate":60}]}`)
 	if code != http.StatusOK {
 		t.Fatalf("reserve 60: %d %v", code, out)
 	}
 	id := out["results"].([]any)[0].(map[string]any)["reservation_id"].(string)
 	code, out, _ = post(t, n, "/v1/settle", `{"items":[{"key":"tenant:2","limit":100,"period":"1m","reservation_id":"`+id+`","actual":300}]}`)
-	if r := out["results"].([]any)[0].(map[string]any); code != http.StatusOK || r["charged"] != float64(0) || r["forgiven"] != float64(240) {
+	if r := out["results"].([]any)[0].(map[string]any); code != http.StatusOK || r["charged"] != float64(100) || r["forgiven"] != float64(140) {
 		t.Fatalf("settle 300: %d %v", code, out)
 	}
 	code, out, hdr := post(t, n, "/v1/check", `{"checks":[{"key":"tenant:2","limit":100,"period":"1m"}]}`)
-	if r := out["results"].([]any)[0].(map[string]any); code != http.StatusTooManyRequests || r["retry_after"] != "600ms" || hdr.Get("Retry-After") != "1" {
-		t.Fatalf("check on the emptied bucket: %d %v Retry-After %q, want 429 retry_after 600ms", code, out, hdr.Get("Retry-After"))
+	if r := out["results"].([]any)[0].(map[string]any); code != http.StatusTooManyRequests || r["retry_after"] != "1m0.6s" || hdr.Get("Retry-After") != "61" {
+		t.Fatalf("check on the bucket in debt: %d %v Retry-After %q, want 429 retry_after 1m0.6s", code, out, hdr.Get("Retry-After"))
 	}
 	code, out, _ = post(t, n, "/v1/settle", `{"items":[{"key":"tenant:2","limit":100,"period":"1m","reservation_id":"`+strings.Repeat("0f", 16)+`","actual":1}]}`)
 	if code != http.StatusNotFound || out["field"] != "items[0].reservation_id" {

@@ -29,7 +29,7 @@ func rlsYAML(rpu int, unit string) string {
 	return fmt.Sprintf("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: %s, requests_per_unit: %d}\n", unit, rpu)
 }
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -66,7 +66,9 @@ func (s *Store) logChange(key uint64, tat int64) {
 	case lg.all:
 		return
 	case n > 0 && lg.changes[n-1].key == key: // a hot key, written again
-		lg.changes[n-1].tat = tat
+		if lg.changes[n-1].tat != lookUp { // a lookup reads every state, reservations too
+			lg.changes[n-1].tat = tat
+		}
 	case n >= s.maxChanges:
 		lg.all, lg.changes = true, nil
 	default:

@@ -54,18 +54,26 @@ func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucke
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, ok := sh.tokens[key]
-	if !ok || tokenIsZero(old, now) {
+	debt, set := s.debtLocked(sh, key, now)
+	if (!ok || tokenIsZero(old, now)) && !debt.Owns(l, now) {
 		res, err := s.takeTokenLocked(sh, key, l, now, 0, Use{})
 		return 0, res, err
 	}
-	in := old
-	if l.Limit > 0 {
-		in, _ = bucket.ClampToken(in, l, now)
-	}
-	next, given, res, err := bucket.GiveToken(in, l, now, n)
-	switch {
-	case err != nil:
+	next, nd, given, res, err := bucket.GiveTokenDebt(s.clampedToken(sh, key, l, now), debt, l, now, n)
+	if err != nil {
 		return 0, bucket.Result{}, err
+	}
+	switch {
+	case !ok && tokenIsZero(next, now):
+	case !ok:
+		// Only the debt was there: the state it leaves needs a new key.
+		if s.insertable(sh, key, now, tokenEntryBytes) {
+			if sh.tokens == nil {
+				sh.tokens = make(map[uint64]bucket.TokenState)
+			}
+			sh.tokens[key] = next
+			s.noteToken(sh, key, next)
+		}
 	case tokenIsZero(next, now):
 		delete(sh.tokens, key)
 		s.drop(sh, key, tokenEntryBytes)
@@ -73,5 +81,6 @@ func (s *Store) GiveBack(key uint64, l bucket.Limit, now, n int64) (int64, bucke
 		sh.tokens[key] = next
 		s.noteToken(sh, key, next)
 	}
+	s.setDebtLocked(sh, key, set, debt, nd, now)
 	return given, res, nil
 }

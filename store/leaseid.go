@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/sluice-rl/sluice/bucket"
 )
 
 // LeaseID identifies a concurrency lease: 128 bits from crypto/rand,
@@ -60,7 +62,7 @@ func newLeaseID() LeaseID {
 	for {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 		id := LeaseID{ID: binary.BigEndian.Uint64(b[:8]), Tag: binary.BigEndian.Uint64(b[8:])}
-		if id.ID != 0 {
+		if id.ID != 0 && (id.ID != bucket.DebtID || id.Tag != bucket.DebtTag) {
 			return id
 		}
 	}

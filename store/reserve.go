@@ -206,15 +206,18 @@ func (s *Store) Settle(key uint64, l bucket.Limit, now int64, id LeaseID, actual
 	if at < 0 {
 		return Settled{}, ErrUnknownReservation
 	}
-	r := &set.list[at]
+	// A copy, written back: a settle into debt may append the key's debt
+	// record to set.list, moving it.
+	r := set.list[at]
 	out := Settled{Estimate: r.Estimate}
 	var already bool
-	out.Settlement, already = bucket.SettleRecord(r, actual, func(estimate, actual int64) bucket.Settlement {
+	out.Settlement, already = bucket.SettleRecord(&r, actual, func(estimate, actual int64) bucket.Settlement {
 		if m == nil {
 			return s.settleTokenLocked(sh, key, l, now, estimate, actual)
 		}
 		return s.settleWindowLocked(sh, m, key, l, now, r.Window, estimate, actual)
 	})
+	set.list[at] = r
 	out.Already, out.Actual = already, r.Actual
 	if already {
 		out.Result = s.readLocked(sh, m, key, l, now)
@@ -227,7 +230,8 @@ func (s *Store) Settle(key uint64, l bucket.Limit, now int64, id LeaseID, actual
 // readLocked reads key's state under l (a settle's Result).
 func (s *Store) readLocked(sh *shard, m *map[uint64]bucket.WindowState, key uint64, l bucket.Limit, now int64) bucket.Result {
 	if m == nil {
-		_, st := bucket.SettleToken(sh.tokens[key], l, now, 0, 0)
+		debt, _ := s.debtLocked(sh, key, now)
+		_, _, st := bucket.SettleTokenDebt(s.clampedToken(sh, key, l, now), debt, l, now, 0, 0)
 		return st.Result
 	}
 	_, st := bucket.SettleWindow((*m)[key], l, now, 0, 0, 0)
@@ -236,8 +240,9 @@ func (s *Store) readLocked(sh *shard, m *map[uint64]bucket.WindowState, key uint
 
 // settleTokenLocked is Settle on a token bucket, sh.mu held.
 func (s *Store) settleTokenLocked(sh *shard, key uint64, l bucket.Limit, now, estimate, actual int64) bucket.Settlement {
-	old, ok := sh.tokens[key]
-	next, st := bucket.SettleToken(old, l, now, estimate, actual)
+	_, ok := sh.tokens[key]
+	debt, set := s.debtLocked(sh, key, now)
+	next, nd, st := bucket.SettleTokenDebt(s.clampedToken(sh, key, l, now), debt, l, now, estimate, actual)
 	switch {
 	case tokenIsZero(next, now):
 		if ok {
@@ -253,8 +258,23 @@ func (s *Store) settleTokenLocked(sh *shard, key uint64, l bucket.Limit, now, es
 	default:
 		st.Forgiven += st.Charged // no room for the key: nothing is charged
 		st.Charged = 0
+		return st
 	}
+	s.setDebtLocked(sh, key, set, debt, nd, now)
 	return st
+}
+
+// clampedToken is key's token state as a take under l reads it (expired:
+// the zero state; beyond l's horizon: clamped, bucket.ClampToken).
+func (s *Store) clampedToken(sh *shard, key uint64, l bucket.Limit, now int64) bucket.TokenState {
+	in, ok := sh.tokens[key]
+	if !ok || tokenIsZero(in, now) {
+		return bucket.TokenState{}
+	}
+	if l.Limit > 0 {
+		in, _ = bucket.ClampToken(in, l, now)
+	}
+	return in
 }
 
 // settleWindowLocked is Settle on a window, sh.mu held.

@@ -61,6 +61,9 @@ func (s *Store) Reset(key uint64, l bucket.Limit, now, remaining int64) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	deleted := s.deleteAlgorithm(sh, key, e.Algorithm)
+	if e.Algorithm == bucket.TokenBucket {
+		s.dropDebtLocked(sh, key, now) // the state is set, whatever it owed
+	}
 	if !e.isZero(now) {
 		return s.putLocked(sh, e, now, false)
 	}

@@ -113,10 +113,12 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 			s.clamped.Add(1) // next != old below: the clamped state is stored
 		}
 	}
-	next, res, err := bucket.TakeToken(in, l, now, cost)
-	switch {
-	case err != nil:
+	debt, set := s.debtLocked(sh, key, now)
+	next, nd, res, err := bucket.TakeTokenDebt(in, debt, l, now, cost)
+	if err != nil {
 		return bucket.Result{}, err
+	}
+	switch {
 	case tokenIsZero(next, now):
 		if ok {
 			delete(sh.tokens, key)
@@ -141,6 +143,7 @@ func (s *Store) takeTokenLocked(sh *shard, key uint64, l bucket.Limit, now, cost
 		s.noteToken(sh, key, next)
 		s.track(key, now, as.Kind, client)
 	}
+	s.setDebtLocked(sh, key, set, debt, nd, now)
 	return res, nil
 }
 

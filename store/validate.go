@@ -108,6 +108,12 @@ func (e *Entry) validateResv(now int64, bad func(field, format string, args ...a
 		return bad("resv_id", "reservations on a %v key", e.Algorithm)
 	}
 	for i, r := range e.Reservations {
+		if r.IsDebt() {
+			if err := validateDebt(e, i, r, now, bad); err != nil {
+				return err
+			}
+			continue
+		}
 		switch {
 		case r.ID == 0:
 			return bad(fmt.Sprintf("resv_id[%d]", i), "must not be 0")
@@ -118,6 +124,28 @@ func (e *Entry) validateResv(now int64, bad func(field, format string, args ...a
 		case r.Actual < 0 || r.Refunded < 0 || r.Charged < 0 || r.Forgiven < 0:
 			return bad(fmt.Sprintf("resv_actual[%d]", i), "negative outcome")
 		}
+	}
+	return nil
+}
+
+// validateDebt checks the token debt record r, e's i-th reservation: on
+// a token bucket key, its owner a valid capacity and interval, and its end
+// at most (1+bucket.TokenDebtBursts) of the owner's horizons (and the
+// clock skew) ahead of now, the bound a settle keeps to.
+func validateDebt(e *Entry, i int, r bucket.Reservation, now int64, bad func(field, format string, args ...any) error) error {
+	d := r.Debt()
+	switch {
+	case e.Algorithm != bucket.TokenBucket:
+		return bad(fmt.Sprintf("resv_id[%d]", i), "a token debt on a %v key", e.Algorithm)
+	case d.Capacity < 1 || d.Capacity > bucket.MaxLimit:
+		return bad(fmt.Sprintf("resv_estimate[%d]", i), "debt capacity %d out of [1, %d]", d.Capacity, int64(bucket.MaxLimit))
+	case d.Interval < 1 || d.Interval > int64(bucket.MaxPeriod):
+		return bad(fmt.Sprintf("resv_window[%d]", i), "debt interval %d out of [1, %d]", d.Interval, int64(bucket.MaxPeriod))
+	case d.Capacity > int64(100*bucket.MaxPeriod)/d.Interval:
+		return bad(fmt.Sprintf("resv_window[%d]", i), "debt horizon %d × %d beyond 100 × max period", d.Capacity, d.Interval)
+	case d.Until > now+int64(ClockSkew)+(1+bucket.TokenDebtBursts)*d.Capacity*d.Interval:
+		return bad(fmt.Sprintf("resv_expires[%d]", i), "debt until %d is more than %d horizons of %d × %d ahead of now %d",
+			d.Until, 1+bucket.TokenDebtBursts, d.Capacity, d.Interval, now)
 	}
 	return nil
 }

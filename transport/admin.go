@@ -83,6 +83,7 @@ func toKeyInfo(k *limiter.KeyInfo) *sluicev1.KeyInfo {
 		LeaseCount:       int32(min(k.LeaseCount, 1<<31-1)),
 		ReservationCount: int32(min(k.Reservations, 1<<31-1)),
 		ReservedUnits:    k.ReservedUnits,
+		DebtUnits:        k.DebtUnits,
 	}
 	if k.WindowStart != 0 {
 		out.WindowStart = timestamppb.New(time.Unix(0, k.WindowStart))
@@ -104,6 +105,7 @@ func fromKeyInfo(k *sluicev1.KeyInfo) limiter.KeyInfo {
 		LeaseCount:    int(k.GetLeaseCount()),
 		Reservations:  int(k.GetReservationCount()),
 		ReservedUnits: k.GetReservedUnits(),
+		DebtUnits:     k.GetDebtUnits(),
 	}
 	out.Algorithm, _ = wire.FromProtoAlgorithm(k.GetAlgorithm())
 	out.Limit, out.Remaining = k.GetLimit(), k.GetRemaining()

@@ -23,8 +23,8 @@ import (
 )
 
 // A rule with an Estimate reserves it before the handler and settles the
-// cost the handler reports after it: 20 of 30 leaves 80 of 100; 130 empties the
-// bucket (the rest forgiven) and the next request is a 429 with Retry-After; a request whose
+// cost the handler reports after it: 20 of 30 leaves 80 of 100; 130 drives the
+// bucket into debt below empty and the next request is a 429 with Retry-After; a request whose
 // handler reports nothing keeps its estimate; a request denied by another
 // rule gives its reservation back.
 func TestHTTPReportCost(t *testing.T) {
@@ -83,11 +83,11 @@ func TestHTTPReportCost(t *testing.T) {
 		t.Fatalf("denied by the other rule: %d, %d left, want 429 and %d", w.Code, remaining(), before)
 	}
 	if w := do("130", ""); w.Code != http.StatusOK || remaining() != 0 {
-		t.Fatalf("report 130 of 30: %d, %d left, want 200 and 0 (emptied)", w.Code, remaining())
+		t.Fatalf("report 130 of 30: %d, %d left, want 200 and 0 (in debt)", w.Code, remaining())
 	}
 	w := do("1", "")
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
-		t.Fatalf("emptied: %d Retry-After %q, want 429 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+		t.Fatalf("in debt: %d Retry-After %q, want 429 with Retry-After", w.Code, w.Header().Get("Retry-After"))
 	}
 	if middleware.ReportCost(context.Background(), 1) {
 		t.Error("ReportCost outside the middleware: true")

@@ -76,7 +76,7 @@ func (o *options) nodeEnv() []string {
 }
 
 // allSystems are the systems, in report order.
-var allSystems = []string{"sluice", "sluice-nogrants", "sluice1", "redis", "gubernator", "echo", "ratelimit"}
+var allSystems = []string{"sluice", "sluice-nogrants", "sluice-owner", "sluice1", "redis", "gubernator", "echo", "ratelimit"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -91,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.keysE, "keys-e", 10_000_000, "distinct keys filled into one node in scenario e")
 	only := fs.String("only", "a,b,c,d,e,f,g,h", "scenarios to run, comma-separated; rls is f,g (Envoy RLS); h is throughput vs callers (1, 8, 64, 256)")
 	fs.DurationVar(&o.curveDuration, "curve-duration", 5*time.Second, "duration of each point of scenario h (throughput vs callers)")
-	systems := fs.String("systems", "sluice,sluice-nogrants,sluice1,redis,gubernator,echo,ratelimit", "systems to run, comma-separated (sluice-nogrants: the same 3-node Sluice with the client's grants off, in the scenarios where --grants turns them on; sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only; gubernator: Gubernator v2, 3 nodes, in a-d only)")
+	systems := fs.String("systems", "sluice,sluice-nogrants,sluice-owner,sluice1,redis,gubernator,echo,ratelimit", "systems to run, comma-separated (sluice-nogrants: the same 3-node Sluice with the client's grants off, in the scenarios where --grants turns them on; sluice-owner: the same 3-node Sluice with each RLS call sent to its descriptor's owner, in f and g only; sluice1: a 1-node Sluice, and ratelimit: envoyproxy/ratelimit + Redis, in f and g only; gubernator: Gubernator v2, 3 nodes, in a-d only)")
 	fs.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "the sluice binary (make build)")
 	fs.StringVar(&o.ratelimitBin, "ratelimit", "bin/ratelimit", "envoyproxy/ratelimit's binary, for f and g (make rlsref)")
 	fs.StringVar(&o.gubernatorBin, "gubernator", "bin/gubernator", "Gubernator v2's binary, for a-d (make gubref)")

@@ -104,6 +104,8 @@ func systemName(sys string) string {
 		return "Sluice (3 nodes)"
 	case "sluice-nogrants":
 		return "Sluice (3 nodes), grants off"
+	case "sluice-owner":
+		return "Sluice (3 nodes), to the owner"
 	case "sluice1":
 		return "Sluice (1 node)"
 	case "redis":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/client"
 	"github.com/sluice-rl/sluice/internal/bench"
 	"github.com/sluice-rl/sluice/internal/procs"
 )
@@ -112,6 +114,8 @@ func (r *runner) newRLSTarget(ctx context.Context, sys string) (bench.Target, er
 		for _, n := range r.sluice {
 			cfg.Addrs = append(cfg.Addrs, n.grpc)
 		}
+	case "sluice-owner":
+		return r.newOwnerRLSTarget(cfg)
 	case "sluice1":
 		cfg.Addrs = []string{r.sluice1.grpc}
 	case "echo":
@@ -182,3 +186,33 @@ func isNotRLS(s ScenarioInfo) bool { return !s.RLS }
 
 // refEnvText is refEnv for the report.
 func refEnvText() string { return strings.Join(refEnv, " ") }
+
+// ownerRLSTarget is the RLS target of sluice-owner, with the client whose
+// ring places its calls.
+type ownerRLSTarget struct {
+	bench.Target
+	c *client.Client
+}
+
+func (t ownerRLSTarget) Close() error { return errors.Join(t.Target.Close(), t.c.Close()) }
+
+// newOwnerRLSTarget is the RLS target that sends each call to the owner of
+// its descriptor: a routing Go client learns the 3 nodes' ring, and
+// bench.SluiceRLSOwner names each counter's owner.
+func (r *runner) newOwnerRLSTarget(cfg bench.RLSConfig) (bench.Target, error) {
+	var addrs []string
+	for _, n := range r.sluice {
+		addrs = append(addrs, n.grpc)
+	}
+	c, err := client.New(client.Config{Addrs: addrs, Timeout: callTimeout})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Owner = bench.SluiceRLSOwner(c, limitPeriod)
+	t, err := bench.NewRLSTarget(cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return ownerRLSTarget{t, c}, nil
+}

@@ -31,6 +31,11 @@ func renderRLSSection(rep *Report, targets []Target, svgLink string) string {
 			}
 			w("- **%s**: three `bin/sluice serve --rls-config` processes in one gossip cluster, %s; the\n", systemName(sys), procs)
 			w("  calls go to the nodes in turn, and a node forwards each descriptor to its owner (no Redis).\n")
+		case "sluice-owner":
+			w("- **%s**: the same three nodes, called by a ring-aware caller: each call goes to the node\n", systemName(sys))
+			w("  that owns its descriptor (the Go client's `Owner`, over one connection per node), which forwards\n")
+			w("  nothing. Envoy cannot route so (docs/envoy.md, \"Reaching a descriptor's owner\"): this is the\n")
+			w("  one-hop bound that a round-robin Envoy cluster's forwarding is measured against.\n")
 		case "sluice1":
 			w("- **%s**: one `bin/sluice serve --rls-config` process, Go's default GOMAXPROCS, as the\n", systemName(sys))
 			w("  reference runs: it owns every descriptor and forwards none (no Redis).\n")

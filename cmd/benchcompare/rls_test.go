@@ -22,9 +22,9 @@ func TestOnlyRLSAndWhoRuns(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		for _, sys := range allSystems {
-			want := sys != "ratelimit" && sys != "sluice1"
+			want := sys != "ratelimit" && sys != "sluice1" && sys != "sluice-owner"
 			if sc.RLS {
-				want = sys == "sluice" || sys == "sluice1" || sys == "ratelimit" || sys == "echo"
+				want = sys == "sluice" || sys == "sluice-owner" || sys == "sluice1" || sys == "ratelimit" || sys == "echo"
 			}
 			if sc.runs(sys) != want {
 				t.Errorf("(%s) runs %s = %v", sc.ID, sys, !want)
@@ -39,17 +39,17 @@ func TestOnlyRLSAndWhoRuns(t *testing.T) {
 func TestRLSTargetsAndSection(t *testing.T) {
 	const ms = time.Millisecond
 	rep := &Report{Date: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC), Command: "make bench-compare", Flags: "--only rls",
-		Systems: []string{"sluice", "sluice1", "redis", "echo", "ratelimit"}, RLSConfig: rlsConfigYAML(),
+		Systems: []string{"sluice", "sluice-owner", "sluice1", "redis", "echo", "ratelimit"}, RLSConfig: rlsConfigYAML(),
 		Scenarios: []ScenarioInfo{{ID: "a", Title: "A"}, {ID: "f", Title: "F", RLS: true}, {ID: "g", Title: "G", RLS: true}}}
 	rep.Results = []Result{
 		res("a", "sluice", 1000, ms, 1), res("a", "redis", 900, ms, 1),
 		res("f", "sluice", 20_000, ms, 1), res("f", "ratelimit", 9_000, 2*ms, 2),
 		res("g", "sluice", 30_000, 3*ms, 1), res("g", "ratelimit", 10_000, 4*ms, 2),
-		res("g", "sluice1", 40_000, 2*ms, 1),
+		res("g", "sluice1", 40_000, 2*ms, 1), res("g", "sluice-owner", 35_000, 2*ms, 1),
 	}
-	const three, one = "Sluice (3 nodes): ", "Sluice (1 node): "
+	const three, one, owner = "Sluice (3 nodes): ", "Sluice (1 node): ", "Sluice (3 nodes), to the owner: "
 	ts := evaluateTargets(rep)
-	for _, p := range []string{three, one} {
+	for _, p := range []string{three, one, owner} {
 		if st := statusOf(ts, "g", p+"calls/s ≥ 3×"); st != statusMet {
 			t.Errorf("g %scalls/s ≥ 3×: %s", p, st)
 		}
@@ -66,12 +66,13 @@ func TestRLSTargetsAndSection(t *testing.T) {
 		t.Errorf("g 1 node: %v", targetsOf(ts, true))
 	}
 	rlsRep := rep.only(isRLS)
-	if strings.Join(rlsRep.Systems, ",") != "sluice,sluice1,echo,ratelimit" {
+	if strings.Join(rlsRep.Systems, ",") != "sluice,sluice-owner,sluice1,echo,ratelimit" {
 		t.Errorf("RLS systems %v", rlsRep.Systems)
 	}
 	md := renderRLSSection(rlsRep, targetsOf(ts, true), "rls.svg")
 	for _, want := range []string{"### (f) F", "### (g) G", "| envoyproxy/ratelimit + Redis | 9,000 |", "calls/s", "requests_per_unit: 100",
-		"| (g) | Sluice (3 nodes): calls/s ≥ 3×", "| (g) | Sluice (1 node): p99 <", "| Sluice (1 node) | 40,000 |", "![RLS latency](rls.svg)"} {
+		"| (g) | Sluice (3 nodes): calls/s ≥ 3×", "| (g) | Sluice (1 node): p99 <", "| Sluice (1 node) | 40,000 |", "![RLS latency](rls.svg)",
+		"| Sluice (3 nodes), to the owner | 35,000 |", "called by a ring-aware caller"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("RLS section lacks %q:\n%s", want, md)
 		}

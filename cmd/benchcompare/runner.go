@@ -91,7 +91,7 @@ func (r *runner) runAll(ctx context.Context) (*Report, error) {
 		r.rep.Machine.Gubernator = gubernatorVersion(r.o.gubernatorBin)
 	}
 	if len(loadScenarios) > 0 || len(curve) > 0 {
-		if r.want("sluice") || r.want("sluice-nogrants") {
+		if r.want("sluice") || r.want("sluice-nogrants") || (rls && r.want("sluice-owner")) {
 			r.startSluiceCluster(ctx, rls)
 		}
 		if rls && r.want("sluice1") {

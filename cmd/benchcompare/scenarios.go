@@ -46,14 +46,14 @@ type scenario struct {
 }
 
 // runs reports whether sys takes part in the scenario: the RLS scenarios
-// compare Sluice (3 nodes, and 1 node as the reference's one process)
-// with envoyproxy/ratelimit (and the echo's RLS), the others Sluice with
+// compare Sluice (3 nodes called in turn or at each descriptor's owner,
+// and 1 node as the reference's one process) with envoyproxy/ratelimit (and the echo's RLS), the others Sluice with
 // Redis + Lua, Gubernator and the echo.
 func (sc scenario) runs(sys string) bool {
 	if sc.RLS {
-		return sys == "sluice" || sys == "sluice1" || sys == "ratelimit" || sys == "echo"
+		return sys == "sluice" || sys == "sluice-owner" || sys == "sluice1" || sys == "ratelimit" || sys == "echo"
 	}
-	return sys != "ratelimit" && sys != "sluice1"
+	return sys != "ratelimit" && sys != "sluice1" && sys != "sluice-owner"
 }
 
 // remembers reports whether sys takes part in scenario e (one node's

@@ -105,7 +105,7 @@ func (r *runner) startEcho(ctx context.Context) {
 // servers returns the system's server processes, or why there are none.
 func (r *runner) servers(sys string) ([]*child, error) {
 	switch sys {
-	case "sluice", "sluice-nogrants":
+	case "sluice", "sluice-nogrants", "sluice-owner":
 		if r.sluiceErr != nil {
 			return nil, r.sluiceErr
 		}

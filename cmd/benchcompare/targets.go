@@ -152,14 +152,14 @@ func evaluateTargets(rep *Report) []Target {
 }
 
 // rlsTargets judges the RLS target of scenario g for each Sluice (3
-// nodes, 1 node) that ran: at 64 callers, Sluice answers at least 3×
+// nodes called in turn or at the owner, 1 node) that ran: at 64 callers, Sluice answers at least 3×
 // envoyproxy/ratelimit's calls/s with a lower p99.
 func rlsTargets(rep *Report) []Target {
 	if !rep.ran("g") {
 		return nil
 	}
 	var ts []Target
-	for _, sys := range []string{"sluice", "sluice1"} {
+	for _, sys := range []string{"sluice", "sluice-owner", "sluice1"} {
 		if contains(rep.Systems, sys) {
 			ts = append(ts, rlsTargetsOf(rep, sys)...)
 		}

@@ -160,7 +160,7 @@ func printKeyInfo(w io.Writer, asJSON bool, k *client.KeyInfo) error {
 	j := wire.KeyInfoJSON{Key: k.Key, Owner: k.Owner, Policy: k.Policy, Algorithm: algorithmName(k.Algorithm), Limit: k.Limit,
 		Remaining: k.Remaining, Used: max(k.Limit-k.Remaining, 0), ResetAfter: k.ResetAfter.String(), Exists: k.Exists,
 		Grants: k.Grants, GrantedTokens: k.GrantedTokens, LeaseCount: k.LeaseCount,
-		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits}
+		Reservations: k.Reservations, ReservedUnits: k.ReservedUnits, DebtUnits: k.DebtUnits}
 	if !k.ResetAt.IsZero() {
 		j.ResetAt = k.ResetAt.UTC().Format(time.RFC3339)
 	}
@@ -195,6 +195,9 @@ func printKeyInfo(w io.Writer, asJSON bool, k *client.KeyInfo) error {
 	}
 	if j.Reservations > 0 {
 		fmt.Fprintf(&b, "\nreservations unsettled: %d (%d units)", j.Reservations, j.ReservedUnits)
+	}
+	if j.DebtUnits > 0 {
+		fmt.Fprintf(&b, "\nin debt: %d units below empty", j.DebtUnits)
 	}
 	if j.LeaseCount > 0 {
 		fmt.Fprintf(&b, "\nleases: %d", j.LeaseCount)

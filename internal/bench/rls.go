@@ -35,6 +35,12 @@ type RLSConfig struct {
 	// TLS, if set, is the TLS configuration of the connections; nil means
 	// plaintext.
 	TLS *tls.Config
+	// Owner, if set, makes the target a ring-aware caller: each call goes
+	// to the address Owner gives for the counter key (RLSCounterKey) of
+	// most of its descriptors (the first of them on a tie), over one
+	// connection per address, rather than to Addrs in turn. An error
+	// fails the call. SluiceRLSOwner is Sluice's.
+	Owner func(ctx context.Context, counterKey string) (addr string, err error)
 }
 
 func (c RLSConfig) withDefaults() RLSConfig {
@@ -85,10 +91,15 @@ func RLSAuditBurst(limit int64) int64 { return 2 * limit }
 // rlsTarget calls ShouldRateLimit with one descriptor per key.
 type rlsTarget struct {
 	cfg   RLSConfig
+	creds credentials.TransportCredentials
 	conns []*grpc.ClientConn
 	apis  []rlspb.RateLimitServiceClient
 	next  atomic.Uint64
 	reqs  sync.Pool // *rlsRequest
+	// owners are the connections to the owners (RLSConfig.Owner), by
+	// address.
+	mu     sync.Mutex
+	owners map[string]rlspb.RateLimitServiceClient
 }
 
 // rlsRequest is a request with its descriptors, reused across calls.
@@ -105,20 +116,22 @@ type rlsRequest struct {
 // without a current limit (the descriptor matched no rule: the servers
 // lack RLSConfigYAML's configuration) is an error.
 func NewRLSTarget(cfg RLSConfig) (Target, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, fmt.Errorf("%w: RLS: no address", ErrInvalid)
+	if len(cfg.Addrs) == 0 && cfg.Owner == nil {
+		return nil, fmt.Errorf("%w: RLS: no address (and no Owner)", ErrInvalid)
 	}
 	if cfg.Conns < 0 {
 		return nil, fmt.Errorf("%w: RLS: conns must be >= 0", ErrInvalid)
 	}
 	cfg = cfg.withDefaults()
-	t := &rlsTarget{cfg: cfg}
-	creds := insecure.NewCredentials()
+	t := &rlsTarget{cfg: cfg, creds: insecure.NewCredentials(), owners: map[string]rlspb.RateLimitServiceClient{}}
 	if cfg.TLS != nil {
-		creds = credentials.NewTLS(cfg.TLS)
+		t.creds = credentials.NewTLS(cfg.TLS)
+	}
+	if cfg.Owner != nil {
+		return t, nil
 	}
 	for i := range cfg.Conns {
-		conn, err := grpc.NewClient(cfg.Addrs[i%len(cfg.Addrs)], grpc.WithTransportCredentials(creds))
+		conn, err := grpc.NewClient(cfg.Addrs[i%len(cfg.Addrs)], grpc.WithTransportCredentials(t.creds))
 		if err != nil {
 			t.Close()
 			return nil, err
@@ -154,8 +167,16 @@ func (t *rlsTarget) request(keys []string) *rlsRequest {
 }
 
 func (t *rlsTarget) Check(ctx context.Context, keys []string, allowed []bool) error {
+	var api rlspb.RateLimitServiceClient
+	if t.cfg.Owner == nil {
+		api = t.apis[t.next.Add(1)%uint64(len(t.apis))]
+	} else {
+		var err error
+		if api, err = t.owner(ctx, keys); err != nil {
+			return err
+		}
+	}
 	r := t.request(keys)
-	api := t.apis[t.next.Add(1)%uint64(len(t.apis))]
 	resp, err := api.ShouldRateLimit(ctx, &r.req)
 	t.reqs.Put(r)
 	if err != nil {
@@ -175,6 +196,8 @@ func (t *rlsTarget) Check(ctx context.Context, keys []string, allowed []bool) er
 }
 
 func (t *rlsTarget) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var errs []error
 	for _, c := range t.conns {
 		errs = append(errs, c.Close())

@@ -21,6 +21,7 @@ type KeyInfoJSON struct {
 	Leases        []LeaseInfoJSON `json:"leases,omitempty"`
 	Reservations  int             `json:"reservations"`
 	ReservedUnits int64           `json:"reserved_units"`
+	DebtUnits     int64           `json:"debt_units"`
 }
 
 // LeaseInfoJSON is one live lease in a KeyInfoJSON.

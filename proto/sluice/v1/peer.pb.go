@@ -1568,7 +1568,10 @@ func (x *RaftResponse) GetDrain() bool {
 	return false
 }
 
-// PeerReservation is one reservation of a key (bucket.Reservation).
+// PeerReservation is one reservation of a key (bucket.Reservation). One
+// with id 0xdeb7deb7deb7deb7 and tag 0 is the key's token debt instead
+// (bucket.TokenDebt): estimate and window are its limit's capacity and
+// emission interval (ns), expires its end, settled true.
 type PeerReservation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The 128-bit identifier, and the holder it is bound to (0 for none).

@@ -1850,8 +1850,12 @@ type KeyInfo struct {
 	// sum of their estimates.
 	ReservationCount int32 `protobuf:"varint,14,opt,name=reservation_count,json=reservationCount,proto3" json:"reservation_count,omitempty"`
 	ReservedUnits    int64 `protobuf:"varint,15,opt,name=reserved_units,json=reservedUnits,proto3" json:"reserved_units,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Token buckets: the units a settle charged below empty under this
+	// limit that refill has not paid yet (0 for none, or for another
+	// limit's debt): checks wait for them first.
+	DebtUnits     int64 `protobuf:"varint,16,opt,name=debt_units,json=debtUnits,proto3" json:"debt_units,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeyInfo) Reset() {
@@ -1985,6 +1989,13 @@ func (x *KeyInfo) GetReservationCount() int32 {
 func (x *KeyInfo) GetReservedUnits() int64 {
 	if x != nil {
 		return x.ReservedUnits
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetDebtUnits() int64 {
+	if x != nil {
+		return x.DebtUnits
 	}
 	return 0
 }
@@ -3133,7 +3144,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
 	"_remaining\"5\n" +
 	"\rResetResponse\x12$\n" +
-	"\x03key\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x03key\"\xcb\x04\n" +
+	"\x03key\x18\x01 \x01(\v2\x12.sluice.v1.KeyInfoR\x03key\"\xea\x04\n" +
 	"\aKeyInfo\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x122\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x14.sluice.v1.AlgorithmR\talgorithm\x12\x16\n" +
@@ -3152,7 +3163,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\vlease_count\x18\r \x01(\x05R\n" +
 	"leaseCount\x12+\n" +
 	"\x11reservation_count\x18\x0e \x01(\x05R\x10reservationCount\x12%\n" +
-	"\x0ereserved_units\x18\x0f \x01(\x03R\rreservedUnits\"u\n" +
+	"\x0ereserved_units\x18\x0f \x01(\x03R\rreservedUnits\x12\x1d\n" +
+	"\n" +
+	"debt_units\x18\x10 \x01(\x03R\tdebtUnits\"u\n" +
 	"\tLeaseInfo\x12\x12\n" +
 	"\x04cost\x18\x01 \x01(\x03R\x04cost\x12>\n" +
 	"\rexpires_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\fexpiresAfter\x12\x14\n" +

@@ -1386,6 +1386,13 @@ func (m *KeyInfo) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.DebtUnits != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DebtUnits))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x80
+	}
 	if m.ReservedUnits != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ReservedUnits))
 		i--
@@ -3179,6 +3186,9 @@ func (m *KeyInfo) SizeVT() (n int) {
 	}
 	if m.ReservedUnits != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.ReservedUnits))
+	}
+	if m.DebtUnits != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.DebtUnits))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7071,6 +7081,25 @@ func (m *KeyInfo) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.ReservedUnits |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 16:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DebtUnits", wireType)
+			}
+			m.DebtUnits = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.DebtUnits |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
