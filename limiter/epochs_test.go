@@ -263,3 +263,30 @@ func TestEpochConfig(t *testing.T) {
 		}
 	}
 }
+
+// Leases follow the same rule: an Acquire sent by its epoch 1 ring to n3,
+// at epoch 2 and no longer the key's owner, is redirected, and the lease
+// is taken on n4, the key's owner at epoch 2.
+func TestEpochAcquireRedirected(t *testing.T) {
+	srcs := map[string]*epochSource{"n1": newEpochSource(1), "n2": newEpochSource(1), "n3": newEpochSource(2), "n4": newEpochSource(2)}
+	all := []string{"n1", "n2", "n3", "n4"}
+	c := epochCluster(t, 5*time.Second, srcs, all, "n4")
+	setRing(t, c.Node("n3"), all...)
+	setRing(t, c.Node("n4"), all...)
+	conc := bucket.Limit{Algorithm: bucket.Concurrency, Limit: 2}
+	k := keyMoving(t, c, "n1", "n3", "n3", "n4", conc)
+	srcs["n1"].onWait = func(e uint64) {
+		setRing(t, c.Node("n1"), all...)
+		srcs["n1"].set(e)
+	}
+	lease, err := c.Node("n1").Acquire(context.Background(), limiter.AcquireRequest{Request: limiter.Request{Key: k, Limit: conc, Cost: 1}, TTL: time.Minute})
+	if err != nil || lease.Err != nil || !lease.Allowed || lease.Owner != "n4" || lease.Source != limiter.SourceOwner {
+		t.Fatalf("Acquire: %+v, %v; want a lease taken on n4", lease, err)
+	}
+	if got := c.Net.Calls("n1", "n4").Acquire; got != 1 {
+		t.Errorf("n1 sent %d acquires to n4, want 1 (the re-route)", got)
+	}
+	if got := c.Net.Calls("n3", "n4").Acquire; got != 0 {
+		t.Errorf("n3 forwarded %d acquires to n4 itself, want 0 (a redirect)", got)
+	}
+}
