@@ -85,22 +85,26 @@ func SenderEpoch(ctx context.Context) uint64 {
 }
 
 // Epoch is the epoch of the ring this node routes by (Config.Epoch), or 0
-// when it uses no epochs; the transport stamps it on the calls it sends.
+// when it uses no epochs or is leaving (SetLeaving: its ring is its own,
+// no epoch's, and it may never apply the epoch that removes it); the
+// transport stamps it on the calls it sends.
 func (l *Limiter) Epoch() uint64 {
-	if l.epoch == nil {
+	if l.epoch == nil || l.leaving.Load() {
 		return 0
 	}
 	return l.epoch()
 }
 
-// catchUp is the receiver's first step on a peer call that carries keys:
+// catchUp is the receiver's first step on a peer call that carries keys
+// (but on a leaving node, which may never apply the epoch that removes
+// it):
 // if the sender's epoch is ahead of this node's, it waits up to
 // CatchUpWait for this node to apply it, and returns an EpochError
 // (ErrEpochBehind) if it does not. It returns the sender's epoch and this
 // node's (0, 0 without epochs on either side).
 func (l *Limiter) catchUp(ctx context.Context) (sender, mine uint64, err error) {
-	if l.epoch == nil {
-		return 0, 0, nil
+	if l.epoch == nil || l.leaving.Load() {
+		return 0, 0, nil // a leaving node serves as before (leavingForwards)
 	}
 	if sender = SenderEpoch(ctx); sender == 0 {
 		return 0, 0, nil
