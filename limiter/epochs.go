@@ -11,7 +11,8 @@ import (
 // With Config.Epoch set, every peer call this node sends carries the epoch
 // of the ring it routes by (the transport stamps it), and every call it
 // serves is judged by the sender's (WithSenderEpoch; 0 = unknown, a node
-// of peer protocol 1 or one without epochs, served as before):
+// of peer protocol 1, one without epochs or a leaving one, served as
+// before; a leaving node also serves every call as before):
 //
 //   - a sender ahead of this node: the call waits, up to CatchUpWait, for
 //     this node to apply the sender's epoch; if it does not, the call is
