@@ -101,8 +101,8 @@
 // and the sender, once it applied that epoch, routes the keys again as a
 // second hop (at most one redirect per call). A sender that does not
 // catch up, or a refused call, is answered as for an unreachable owner.
-// Epoch 0 (unknown: an older node, or one not routing by epochs yet) is
-// served as before (TestEpochReceiverBehindCatchesUpThenServes,
+// Epoch 0 (unknown: an older node, one not routing by epochs yet, or a
+// leaving one, which also serves without waiting) is served as before (TestEpochReceiverBehindCatchesUpThenServes,
 // TestEpochReceiverAheadRedirectsAndTheSenderReroutes,
 // TestEpochZeroIsServedAsBefore).
 //

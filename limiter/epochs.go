@@ -11,7 +11,8 @@ import (
 // With Config.Epoch set, every peer call this node sends carries the epoch
 // of the ring it routes by (the transport stamps it), and every call it
 // serves is judged by the sender's (WithSenderEpoch; 0 = unknown, a node
-// of peer protocol 1 or one without epochs, served as before):
+// of peer protocol 1, one without epochs or a leaving one, served as
+// before; a leaving node also serves every call as before):
 //
 //   - a sender ahead of this node: the call waits, up to CatchUpWait, for
 //     this node to apply the sender's epoch; if it does not, the call is
@@ -85,22 +86,26 @@ func SenderEpoch(ctx context.Context) uint64 {
 }
 
 // Epoch is the epoch of the ring this node routes by (Config.Epoch), or 0
-// when it uses no epochs; the transport stamps it on the calls it sends.
+// when it uses no epochs or is leaving (SetLeaving: its ring is its own,
+// no epoch's, and it may never apply the epoch that removes it); the
+// transport stamps it on the calls it sends.
 func (l *Limiter) Epoch() uint64 {
-	if l.epoch == nil {
+	if l.epoch == nil || l.leaving.Load() {
 		return 0
 	}
 	return l.epoch()
 }
 
-// catchUp is the receiver's first step on a peer call that carries keys:
+// catchUp is the receiver's first step on a peer call that carries keys
+// (but on a leaving node, which may never apply the epoch that removes
+// it):
 // if the sender's epoch is ahead of this node's, it waits up to
 // CatchUpWait for this node to apply it, and returns an EpochError
 // (ErrEpochBehind) if it does not. It returns the sender's epoch and this
 // node's (0, 0 without epochs on either side).
 func (l *Limiter) catchUp(ctx context.Context) (sender, mine uint64, err error) {
-	if l.epoch == nil {
-		return 0, 0, nil
+	if l.epoch == nil || l.leaving.Load() {
+		return 0, 0, nil // a leaving node serves as before (leavingForwards)
 	}
 	if sender = SenderEpoch(ctx); sender == 0 {
 		return 0, 0, nil

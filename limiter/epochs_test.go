@@ -263,3 +263,61 @@ func TestEpochConfig(t *testing.T) {
 		}
 	}
 }
+
+// Leases follow the same rule: an Acquire sent by its epoch 1 ring to n3,
+// at epoch 2 and no longer the key's owner, is redirected, and the lease
+// is taken on n4, the key's owner at epoch 2.
+func TestEpochAcquireRedirected(t *testing.T) {
+	srcs := map[string]*epochSource{"n1": newEpochSource(1), "n2": newEpochSource(1), "n3": newEpochSource(2), "n4": newEpochSource(2)}
+	all := []string{"n1", "n2", "n3", "n4"}
+	c := epochCluster(t, 5*time.Second, srcs, all, "n4")
+	setRing(t, c.Node("n3"), all...)
+	setRing(t, c.Node("n4"), all...)
+	conc := bucket.Limit{Algorithm: bucket.Concurrency, Limit: 2}
+	k := keyMoving(t, c, "n1", "n3", "n3", "n4", conc)
+	srcs["n1"].onWait = func(e uint64) {
+		setRing(t, c.Node("n1"), all...)
+		srcs["n1"].set(e)
+	}
+	lease, err := c.Node("n1").Acquire(context.Background(), limiter.AcquireRequest{Request: limiter.Request{Key: k, Limit: conc, Cost: 1}, TTL: time.Minute})
+	if err != nil || lease.Err != nil || !lease.Allowed || lease.Owner != "n4" || lease.Source != limiter.SourceOwner {
+		t.Fatalf("Acquire: %+v, %v; want a lease taken on n4", lease, err)
+	}
+	if got := c.Net.Calls("n1", "n4").Acquire; got != 1 {
+		t.Errorf("n1 sent %d acquires to n4, want 1 (the re-route)", got)
+	}
+	if got := c.Net.Calls("n3", "n4").Acquire; got != 0 {
+		t.Errorf("n3 forwarded %d acquires to n4 itself, want 0 (a redirect)", got)
+	}
+}
+
+// A leaving node sends epoch 0 (its ring is its own, no epoch's, and it
+// may never apply the epoch that removes it) and serves calls as before,
+// without waiting for an epoch.
+func TestEpochLeavingNodeIsUnknown(t *testing.T) {
+	srcs := map[string]*epochSource{"n1": newEpochSource(3), "n2": newEpochSource(3)}
+	c := epochCluster(t, 5*time.Second, srcs, []string{"n1", "n2"})
+	if e := c.Node("n1").Epoch(); e != 3 {
+		t.Fatalf("Epoch() = %d, want 3", e)
+	}
+	if err := c.Leave("n1", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Node("n1").Epoch(); e != 0 {
+		t.Errorf("a leaving node's Epoch() = %d, want 0", e)
+	}
+	// n2, at epoch 4 but still on the ring with n1, sends n1 a key of
+	// n1's: n1 passes it on without waiting for epoch 4.
+	srcs["n2"].set(4)
+	k := c.KeysOwnedBy("n2", "n1", "leaving", limiter.Request{Limit: epochLimit}, 1)[0]
+	res := c.Check("n2", limiter.Request{Key: k, Limit: epochLimit, Cost: 1})[0]
+	if res.Err != nil || !res.Allowed {
+		t.Fatalf("check on n2: %+v", res)
+	}
+	if got := c.Net.Calls("n2", "n1").Check; got != 1 {
+		t.Errorf("n2 sent %d checks to n1, want 1", got)
+	}
+	if got := srcs["n1"].waits(); len(got) != 0 {
+		t.Errorf("the leaving node waited for epochs %v, want none", got)
+	}
+}

@@ -78,14 +78,24 @@ func (l *Limiter) useGrant(ctx context.Context, v *view, j *job, owner ring.Memb
 
 // askOwner asks hash's owner for up to want tokens of lim.
 func (l *Limiter) askOwner(ctx context.Context, hash uint64, lim bucket.Limit, want int64) (grant.Reply, error) {
-	owner, mine := l.route(l.view.Load(), hash)
+	v := l.view.Load()
+	owner, mine := l.route(v, hash)
 	if mine {
 		return grant.Reply{}, errOwnHere // the key came here meanwhile: decide it locally
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.fetchTimeout)
 	defer cancel()
 	var ans [1]Answer
-	if err := l.peers.Check(rctx, owner, 0, []Forwarded{{Hash: hash, Limit: lim, Cost: want, UpTo: true}}, ans[:]); err != nil {
+	err := l.peers.Check(rctx, owner, 0, []Forwarded{{Hash: hash, Limit: lim, Cost: want, UpTo: true}}, ans[:])
+	if nv := l.redirected(rctx, v, 0, err); nv != nil {
+		// The epoch's redirect (epochs.go): once, to the owner on the new
+		// ring, as a second hop.
+		if owner, mine = l.route(nv, hash); mine {
+			return grant.Reply{}, errOwnHere
+		}
+		err = l.peers.Check(rctx, owner, 1, []Forwarded{{Hash: hash, Limit: lim, Cost: want, UpTo: true}}, ans[:])
+	}
+	if err != nil {
 		return grant.Reply{}, err
 	}
 	a := ans[0]

@@ -167,6 +167,16 @@ func TestEpochsOneGroupJoinAndLeave(t *testing.T) {
 	tc.waitConverged()
 	three := []string{"n0", "n1", "n2"}
 	s := agreed(t, tc.nodes, three, "three nodes")
+	// The limiter's epoch (what its peer calls carry, docs/cluster.md
+	// "Epochs on peer calls") is the epoch of the ring it routes by.
+	waitFor(t, 10*time.Second, "every limiter at the agreed epoch", func() bool {
+		for _, n := range tc.nodes {
+			if n.Limiter().Epoch() != s.Epoch {
+				return false
+			}
+		}
+		return true
+	})
 	// Promotions make no epoch: the learners become voters after.
 	waitFor(t, 10*time.Second, "three voters", func() bool {
 		for _, n := range tc.nodes {

@@ -147,7 +147,7 @@ func New(cfg Config) (n *Node, err error) {
 		DialOptions:    n.sec.peerDialOptions(),
 		TracerProvider: cfg.TracerProvider,
 		Clock:          cfg.peerBreakerClock,
-		Epoch:          n.ringEp.load,
+		Epoch:          func() uint64 { return n.limiter.Epoch() }, // 0 once leaving; the limiter exists before any call
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
