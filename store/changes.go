@@ -58,6 +58,16 @@ func (s *Store) noteToken(sh *shard, key uint64, st bucket.TokenState) {
 	}
 }
 
+// mergeable reports whether a key's change tat may stand in for its last
+// change last: a token state replaces a token state, and a lookup covers
+// every write but a Reset's tombstone, which must reach the export to
+// delete the copies of the key's other states.
+func mergeable(last, tat int64) bool {
+	_, lastGone := tombstoneOf(last)
+	_, gone := tombstoneOf(tat)
+	return !lastGone && !gone
+}
+
 // logChange appends a change to key's shard's log (whose lock the caller
 // holds).
 func (s *Store) logChange(key uint64, tat int64) {
@@ -65,7 +75,7 @@ func (s *Store) logChange(key uint64, tat int64) {
 	switch n := len(lg.changes); {
 	case lg.all:
 		return
-	case n > 0 && lg.changes[n-1].key == key: // a hot key, written again
+	case n > 0 && lg.changes[n-1].key == key && mergeable(lg.changes[n-1].tat, tat): // a hot key, written again
 		if lg.changes[n-1].tat != lookUp { // a lookup reads every state, reservations too
 			lg.changes[n-1].tat = tat
 		}

@@ -141,3 +141,34 @@ func TestTombstoneCodes(t *testing.T) {
 		}
 	}
 }
+
+// A reset right after another write of the key in the same interval (a
+// window's take logs a lookup) still reaches the replica as a tombstone:
+// a lookup stands for the key's writes, not for its deletions.
+func TestResetAfterLookupInOneInterval(t *testing.T) {
+	owner := newStore(t, Config{TrackChanges: true})
+	replica := newStore(t, Config{})
+	fw := lim(bucket.FixedWindow, 10, time.Hour)
+	sync := func() {
+		owner.ExportChanged(t0, func(e Entry) bool {
+			if err := replica.Replace(e, t0); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		})
+	}
+	if _, err := owner.Take(1, fw, t0, 4); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if _, err := owner.Take(1, fw, t0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Reset(1, fw, t0, 10); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if res, _ := replica.Take(1, fw, t0, 0); res.Remaining != 10 {
+		t.Fatalf("the replica after a take and a reset in one interval: %d left, want 10 (reset)", res.Remaining)
+	}
+}
