@@ -218,7 +218,7 @@ func (s *rateLimiterServer) Acquire(ctx context.Context, req *sluicev1.AcquireRe
 		return nil, grpcError("", err)
 	}
 	if lease.Err != nil {
-		return nil, status.Error(wire.ItemCode(lease.Err), lease.Err.Error())
+		return nil, status.Error(itemCode(lease.Err), lease.Err.Error())
 	}
 	return &sluicev1.AcquireResponse{
 		Allowed:      lease.Allowed,
@@ -249,7 +249,7 @@ func (s *rateLimiterServer) Release(ctx context.Context, req *sluicev1.ReleaseRe
 		return nil, grpcError("", err)
 	}
 	if res.Err != nil {
-		return nil, status.Error(wire.ItemCode(res.Err), res.Err.Error())
+		return nil, status.Error(itemCode(res.Err), res.Err.Error())
 	}
 	return &sluicev1.ReleaseResponse{Released: ok, Remaining: res.Remaining}, nil
 }
@@ -376,7 +376,7 @@ func grpcError(prefix string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	return status.Error(wire.ItemCode(err), err.Error())
+	return status.Error(itemCode(err), err.Error())
 }
 
 // setDuration fills a preallocated Duration.
@@ -397,4 +397,14 @@ func toProtoSource(s limiter.Source) sluicev1.Source {
 		return sluicev1.Source_SOURCE_FALLBACK
 	}
 	return sluicev1.Source_SOURCE_UNSPECIFIED
+}
+
+// itemCode is the gRPC code of an item's error: Unavailable when its owner
+// could not decide it (unreachable, refusing, or not deciding yet: a retry
+// may succeed), else wire.ItemCode's.
+func itemCode(err error) codes.Code {
+	if errors.Is(err, limiter.ErrPeerUnavailable) {
+		return codes.Unavailable
+	}
+	return wire.ItemCode(err)
 }

@@ -75,7 +75,7 @@ func (s *rateLimiterServer) Reserve(ctx context.Context, req *sluicev1.ReserveRe
 			o.ResetAfter, o.RetryAfter = durationpb.New(r.ResetAfter), durationpb.New(r.RetryAfter)
 			o.ExpiresAfter, o.Source, o.Owner = durationpb.New(r.ExpiresAfter), toProtoSource(r.Source), r.Owner
 			if r.Err != nil {
-				o.Error = &sluicev1.ItemError{Code: int32(wire.ItemCode(r.Err)), Message: r.Err.Error()}
+				o.Error = &sluicev1.ItemError{Code: int32(itemCode(r.Err)), Message: r.Err.Error()}
 			}
 		}
 		resp.Results[i] = o
@@ -111,7 +111,7 @@ func (s *rateLimiterServer) Settle(ctx context.Context, req *sluicev1.SettleRequ
 	for i := range out {
 		st := &out[i]
 		if st.Err != nil {
-			return nil, status.Error(wire.ItemCode(st.Err), fmt.Sprintf("items[%d]: %v", i, st.Err))
+			return nil, status.Error(itemCode(st.Err), fmt.Sprintf("items[%d]: %v", i, st.Err))
 		}
 		resp.Results[i] = &sluicev1.SettleResult{
 			AlreadySettled: st.Already, Estimate: st.Estimate, Actual: st.Actual,

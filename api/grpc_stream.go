@@ -186,6 +186,6 @@ func fillResult(o *sluicev1.CheckResult, durs []durationpb.Duration, r *limiter.
 	o.Owner = r.Owner
 	o.Granted, o.GrantId, o.Issuer = r.Granted.Tokens, r.Granted.ID, r.Granted.Issuer
 	if r.Err != nil {
-		o.Error = &sluicev1.ItemError{Code: int32(wire.ItemCode(r.Err)), Message: r.Err.Error()}
+		o.Error = &sluicev1.ItemError{Code: int32(itemCode(r.Err)), Message: r.Err.Error()}
 	}
 }

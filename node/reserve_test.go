@@ -262,8 +262,22 @@ func TestClusterKillKeepsReplicatedReservations(t *testing.T) {
 	tc.nodes = tc.nodes[:2]
 	tc.waitConverged()
 	c1 := newClient(t, tc.nodes[1].GRPCAddr())
+	// Until the dead wait is over, the new owner does not decide the
+	// victim's keys: a settle is Unavailable with nothing applied, and is
+	// sent again until it is decided.
 	for k, r := range held {
-		if s := settleOne(t, c1, r, 40); s.AlreadySettled || s.Refunded != 60 || s.Remaining != 60 {
+		var s client.Settled
+		waitFor(t, 10*time.Second, "a settle past the dead wait", func() bool {
+			out, err := c1.Settle(context.Background(), r, 40)
+			if code := status.Code(errorsUnwrapAll(err)); code == codes.Unavailable {
+				return false
+			} else if err != nil || len(out) != 1 {
+				t.Fatalf("settle of %s: %+v %v (code %v), want it settled or Unavailable", k, out, err, code)
+			}
+			s = out[0]
+			return true
+		})
+		if s.AlreadySettled || s.Refunded != 60 || s.Remaining != 60 {
 			t.Fatalf("%s after its owner %s was killed: %+v, want the replicated reservation settled, 60 refunded", k, victim.Name(), s)
 		}
 	}
