@@ -178,8 +178,8 @@ func (l *Limiter) ownerGate(v *view, hash uint64, now int64) error {
 // copy, as the heir does for an unreachable owner: the new owner is the
 // dead member's first heir, and its copy carries the key's count.
 // Otherwise a forwarded check, a grant, a credit or a report gets err and
-// applies nothing, and a check of this node's caller gets its failure
-// mode.
+// applies nothing, and a check of this node's caller gets the denial of
+// the key's state here if it denies (heldDenies), else its failure mode.
 func (l *Limiter) notOwner(v *view, j *job, err error, now int64) {
 	if err == ErrDeadWait && l.repl.acting != nil && j.mode == policy.FailLocal && !j.upTo && !j.credit && !j.report &&
 		j.limit.Algorithm != bucket.Concurrency {
@@ -191,6 +191,15 @@ func (l *Limiter) notOwner(v *view, j *job, err error, now int64) {
 		res := j.res
 		res.Result = bucket.Result{Limit: j.limit.Capacity()}
 		res.Source, res.Owner, res.Err, res.Allowed = SourceFallback, l.name, err, false
+		return
+	}
+	// A key whose state here denies it is not admitted from a local
+	// share: this node (the owner cut off, or the new one waiting) knows
+	// it spent, and its share would count beside that state.
+	if r, ok := l.heldDenies(j, now); ok {
+		res := j.res
+		res.Result, res.Source, res.Owner, res.Err = r, SourceFallback, l.name, nil
+		l.metrics.fellBack(j.mode)
 		return
 	}
 	l.fallback(v, j, ring.Member{Name: l.name}, err, now)

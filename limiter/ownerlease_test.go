@@ -115,6 +115,25 @@ func TestOwnerLeaseDecidesOnlyWhileHeld(t *testing.T) {
 	}
 }
 
+// An owner whose lease ran out does not admit from its local share a key
+// its own state shows spent (the cut-off owner of a split would count
+// its share beside the state it holds); a key with room gets the share.
+func TestOwnerLeaseLostDeniesSpentKey(t *testing.T) {
+	ls := newLeases("a", "b")
+	c := limitertest.NewCluster(t, ls.configure, "a", "b")
+	ls.clock = c.Clock.Now
+	keys := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 2)
+	ls.set("a", limitertest.Epoch.Add(time.Second))
+	spend(t, c, "a", keys[:1], hourly, 100)
+	c.Clock.Advance(2 * time.Second) // a's lease ran out
+	if r := c.Check("a", limiter.Request{Key: keys[0], Limit: hourly, Cost: 1})[0]; r.Allowed || r.Source != limiter.SourceFallback {
+		t.Errorf("spent key on its owner without the lease: %+v, want denied (its state here is spent)", r)
+	}
+	if r := c.Check("a", limiter.Request{Key: keys[1], Limit: hourly, Cost: 1})[0]; !r.Allowed || r.Source != limiter.SourceFallback {
+		t.Errorf("fresh key on its owner without the lease: %+v, want the failure mode's admission", r)
+	}
+}
+
 // An Acquire (concurrency lease) and an atomic check are decisions as
 // owner too.
 func TestOwnerLeaseGatesAcquireAndAtomic(t *testing.T) {
