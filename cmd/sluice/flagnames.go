@@ -37,6 +37,7 @@ var serveFlags = map[string]string{
 	"AdminTokenFile":               "admin-token-file",
 	"Join":                         "join",
 	"BootstrapExpect":              "bootstrap-expect",
+	"OwnerLeases":                  "owner-leases",
 	"PeerTimeout":                  "peer-timeout",
 	"BatchWindow":                  "batch-window",
 	"Replicas":                     "replicas",
