@@ -150,15 +150,6 @@ type Config struct {
 	// (the usual list names every node, this one included). Must be 0 or
 	// more.
 	BootstrapExpect int
-	// OwnerLeases turns on owner leases (docs/cluster.md "Owner leases"):
-	// a node decides keys as their owner only while it holds a lease
-	// renewed through a majority of the ring's Raft group, and the new
-	// owner of a dead member's keys only after the dead wait. Off by
-	// default: in the container fault test, a 2 | 3 split admitted up to
-	// 2.8 × L with them, against at most 2 × L without, since the side
-	// without a Raft majority answers from local shares and the other
-	// side's nodes do too during the dead wait (docs/failure.md).
-	OwnerLeases bool
 	// Ring configures consistent hashing; every node must use the same.
 	Ring ring.Config
 	// PeerTimeout bounds each call to another node.

@@ -204,7 +204,7 @@ func (n *Node) onEpoch(e epoch.Epoch) {
 	if e.Change.Kind != epoch.Join && e.Change.Name != n.cfg.NodeName {
 		n.epochs.sender.Remove(e.Change.Name)
 	}
-	if e.Change.Kind == epoch.Dead && e.Change.Name != n.cfg.NodeName && n.cfg.OwnerLeases {
+	if e.Change.Kind == epoch.Dead && e.Change.Name != n.cfg.NodeName {
 		// Before ringLoop installs the ring without it: the partitions
 		// it moves here wait until its lease has surely run out, on this
 		// node's monotonic clock (a timer), whatever the limiter's clock.
@@ -263,15 +263,6 @@ func (n *Node) ringLoop(ctx context.Context) {
 		}
 		n.ringMu.Unlock()
 	}
-}
-
-// ownerLeaseSource is the limiter's Config.OwnerLease: ownerLease with
-// Config.OwnerLeases, else nil (the lease is always held).
-func (n *Node) ownerLeaseSource() func() time.Duration {
-	if !n.cfg.OwnerLeases {
-		return nil
-	}
-	return n.ownerLease
 }
 
 // ownerLease is the limiter's Config.OwnerLease: the time left on the

@@ -174,7 +174,7 @@ func New(cfg Config) (n *Node, err error) {
 		Logger:             log,
 		Activity:           n.activity,
 		OnChanged:          n.onChanged(),
-		OwnerLease:         n.ownerLeaseSource(),
+		OwnerLease:         n.ownerLease,
 		Epoch:              n.ringEp.load,
 		WaitEpoch:          n.ringEp.wait,
 		// A receiver's catch-up happens inside a forwarded call: half the

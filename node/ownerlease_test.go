@@ -18,7 +18,7 @@ import (
 // the majority go on deciding theirs, and once healed the node decides
 // its keys again. The nodes run on the real clock (the lease's).
 func TestOwnerLeaseCutOffNodeStopsDeciding(t *testing.T) {
-	tc := newTestCluster0(t, 3, func(c *node.Config) { c.Clock = time.Now; c.Replicas = 0; c.OwnerLeases = true })
+	tc := newTestCluster0(t, 3, func(c *node.Config) { c.Clock = time.Now; c.Replicas = 0 })
 	cut, other := tc.nodes[2], tc.nodes[0]
 	onCut, onOther := newClient(t, cut.GRPCAddr()), newClient(t, other.GRPCAddr())
 	lim := client.Limit{Limit: 1_000_000, Period: time.Hour, FailureMode: client.FailLocal}
@@ -77,7 +77,7 @@ func TestOwnerLeaseCutOffNodeStopsDeciding(t *testing.T) {
 // replication off) until the dead wait has passed since it applied the
 // epoch, then decides them as owner.
 func TestOwnerLeaseDeadWaitAfterCrash(t *testing.T) {
-	tc := newTestCluster0(t, 3, func(c *node.Config) { c.Replicas = 0; c.OwnerLeases = true })
+	tc := newTestCluster0(t, 3, func(c *node.Config) { c.Replicas = 0 })
 	victim := tc.nodes[2]
 	clients := []*client.Client{newClient(t, tc.nodes[0].GRPCAddr()), newClient(t, tc.nodes[1].GRPCAddr())}
 	lim := client.Limit{Limit: 1_000_000, Period: time.Hour, FailureMode: client.FailLocal}

@@ -233,12 +233,11 @@ func TestReservationTTLSettlesAtEstimate(t *testing.T) {
 }
 
 // Reservations are replicated with their key's state: after a kill -9 of
-// the owner, the heir that takes the key over settles them (with owner
-// leases, once the dead wait is over: a settle before is Unavailable).
+// the owner, the heir that takes the key over settles them.
 func TestClusterKillKeepsReplicatedReservations(t *testing.T) {
 	tc := &testCluster{t: t, clk: newFakeClock(), stops: map[string]func(){}}
 	for i := 0; i < 3; i++ {
-		tc.addWith(fmt.Sprintf("n%d", i), func(c *node.Config) { c.Replicas = 1; c.OwnerLeases = true })
+		tc.addWith(fmt.Sprintf("n%d", i), func(c *node.Config) { c.Replicas = 1 })
 	}
 	tc.waitConverged()
 	c0 := newClient(t, tc.nodes[0].GRPCAddr())

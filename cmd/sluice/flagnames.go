@@ -37,7 +37,6 @@ var serveFlags = map[string]string{
 	"AdminTokenFile":               "admin-token-file",
 	"Join":                         "join",
 	"BootstrapExpect":              "bootstrap-expect",
-	"OwnerLeases":                  "owner-leases",
 	"PeerTimeout":                  "peer-timeout",
 	"BatchWindow":                  "batch-window",
 	"Replicas":                     "replicas",
