@@ -5,40 +5,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluice-rl/sluice/node"
 )
 
-// startRLSCluster3 starts 3 nodes on loopback, built by node.New as in
-// production, serving the RLS rules of dir, and waits until they agree
-// on a 3-member ring.
+// startRLSCluster3 starts 3 nodes on loopback (startBenchCluster)
+// serving the RLS rules of dir.
 func startRLSCluster3(b *testing.B, dir string) []*node.Node {
-	var nodes []*node.Node
-	seed := ""
-	for i := range 3 {
-		cfg := node.LocalConfig(fmt.Sprintf("n%d", i))
-		cfg.Insecure, cfg.RLSConfig = true, dir
-		if seed != "" {
-			cfg.Join = []string{seed}
-		}
-		n := startNode(b, func(c *node.Config) { *c = cfg })
-		if seed == "" {
-			seed = n.GossipAddr()
-		}
-		nodes = append(nodes, n)
-	}
-	waitFor(b, 15*time.Second, "3 nodes converged", func() bool {
-		for _, n := range nodes {
-			if r := n.Limiter().Ring(); r == nil || r.Len() != 3 {
-				return false
-			}
-		}
-		return true
-	})
-	return nodes
+	return startBenchCluster(b, 3, func(c *node.Config) { c.RLSConfig = dir })
 }
 
 // BenchmarkRLSCluster3 counts the peer messages (Check RPCs between
