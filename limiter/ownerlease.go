@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // Owner leases (issue 31; docs/failure.md "Owner leases"). A node decides
@@ -110,14 +111,48 @@ func (l *Limiter) AwaitDead(name string) (end func()) {
 	l.deadWaits.active.Add(1)
 	l.deadWaits.mu.Unlock()
 	return func() {
+		// What this node admitted on its copies during the wait (notOwner:
+		// actOnCopy) joins the store before it decides the keys there,
+		// and again after, for a check that acted while the wait ended.
+		l.promoteActed()
 		l.deadWaits.mu.Lock()
-		defer l.deadWaits.mu.Unlock()
 		if !w.over.Swap(true) {
 			l.deadWaits.active.Add(-1)
 		}
 		if l.deadWaits.byName[name] == w {
 			delete(l.deadWaits.byName, name)
 		}
+		l.deadWaits.mu.Unlock()
+		l.promoteActed()
+	}
+}
+
+// promoteActed merges into the store the acting states (acting.go) of the
+// keys this node owns on its ring, as promote does for those of a
+// departed owner, and drops them and their reports: decided here as the
+// key's heir during a dead wait, they would otherwise be missing from the
+// state this node decides on once the wait is over (the keys counted
+// afresh).
+func (l *Limiter) promoteActed() {
+	v := l.view.Load()
+	if l.repl.acting == nil || v == nil || v.ring == nil {
+		return
+	}
+	now := l.clock().UnixNano()
+	mine := func(k uint64) bool {
+		m, ok := v.ring.PartitionOwner(v.ring.Partition(k))
+		return ok && m.Name == l.name
+	}
+	var acted []uint64
+	l.repl.acting.Export(now, mine, func(e store.Entry) bool {
+		if err := l.store.Import(e, now); err == nil {
+			acted = append(acted, e.Key)
+		}
+		return true
+	})
+	if len(acted) > 0 {
+		l.repl.acting.Delete(acted)
+		l.reports.drop(acted)
 	}
 }
 

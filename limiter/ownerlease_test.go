@@ -238,8 +238,13 @@ func TestDeadWaitHeirDecidesOnItsCopy(t *testing.T) {
 	for _, end := range ends {
 		end()
 	}
-	if r := c.Check(heir, limiter.Request{Key: key, Limit: hourly})[0]; r.Source != limiter.SourceOwner {
-		t.Fatalf("after the dead wait: %+v, want decided by the owner", r)
+	// What the heir admitted on its copy during the wait is in the
+	// state it decides on as owner after it: the key stays spent.
+	if r := c.Check(heir, limiter.Request{Key: key, Limit: hourly, Cost: 1})[0]; r.Source != limiter.SourceOwner || r.Allowed {
+		t.Fatalf("after the dead wait: %+v, want denied by the owner (the copy's 40 were spent during the wait)", r)
+	}
+	if got := admitted(c, other, key, 50); got != 0 {
+		t.Errorf("admitted %d more after the dead wait, want 0", got)
 	}
 }
 
