@@ -17,6 +17,13 @@ import (
 // ErrShutdown is returned by the methods of a Cluster that was shut down.
 var ErrShutdown = errors.New("cluster: shut down")
 
+// ErrMetaNotConfirmed is UpdateMeta's error when its timeout passes
+// before memberlist has sent the change out as often as it sends every
+// broadcast. The change is made all the same: it is this node's metadata,
+// still queued for gossip and carried by every push/pull, so the others
+// learn it later. A caller treats it as a warning, never as a failure.
+var ErrMetaNotConfirmed = errors.New("cluster: metadata change not yet confirmed broadcast")
+
 // Cluster is this node's membership in a gossip cluster: one memberlist
 // instance, its member table and snapshots.
 //
@@ -356,7 +363,8 @@ func (c *Cluster) GossipAddr() string { return c.gossip }
 // UpdateMeta changes the metadata this node advertises and waits until the
 // change is broadcast or timeout passes (0 waits as long as it takes, when
 // there are other members). An invalid meta is a *ConfigError for
-// "Meta" or "Meta.GRPCAddr".
+// "Meta" or "Meta.GRPCAddr", and changes nothing. A timeout is
+// ErrMetaNotConfirmed, after which the change is made and still gossiped.
 func (c *Cluster) UpdateMeta(meta NodeMeta, timeout time.Duration) error {
 	if err := errors.Join(meta.validate()...); err != nil {
 		return err
@@ -376,7 +384,9 @@ func (c *Cluster) UpdateMeta(meta NodeMeta, timeout time.Duration) error {
 	}
 	c.setMeta(meta, b)
 	if err := c.ml.UpdateNode(timeout); err != nil {
-		return fmt.Errorf("cluster: update metadata: %w", err)
+		// memberlist's only error here is its wait's timeout: the
+		// broadcast stays queued.
+		return fmt.Errorf("%w: %v", ErrMetaNotConfirmed, err)
 	}
 	return nil
 }

@@ -268,6 +268,17 @@ func TestUpdateMeta(t *testing.T) {
 		return converged(nodes, nodes, meta)
 	})
 
+	// A wait too short for any gossip round is ErrMetaNotConfirmed, and
+	// the change still reaches the other node.
+	nm.Version = "v3"
+	if err := nodes[1].UpdateMeta(nm, time.Nanosecond); !errors.Is(err, cluster.ErrMetaNotConfirmed) {
+		t.Fatalf("UpdateMeta(1ns) = %v, want ErrMetaNotConfirmed", err)
+	}
+	meta[nodes[1].LocalName()] = nm
+	waitFor(t, 5*time.Second, "the other node sees the metadata whose broadcast was not confirmed", func() bool {
+		return converged(nodes, nodes, meta)
+	})
+
 	var ce *cluster.ConfigError
 	if err := nodes[1].UpdateMeta(cluster.NodeMeta{GRPCAddr: "no-port"}, time.Second); !errors.As(err, &ce) || ce.Field != "Meta.GRPCAddr" || !errors.Is(err, cluster.ErrInvalidConfig) {
 		t.Fatalf("UpdateMeta(bad) = %v, want a ConfigError for Meta.GRPCAddr", err)

@@ -222,7 +222,11 @@ func New(cfg Config) (n *Node, err error) {
 	if err = n.newEpochs(reg); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if err = n.cluster.UpdateMeta(n.meta(), time.Second); err != nil {
+	// A broadcast not confirmed within the second is still gossiped: a
+	// loaded cluster is no reason to refuse to start.
+	if err = n.cluster.UpdateMeta(n.meta(), time.Second); errors.Is(err, cluster.ErrMetaNotConfirmed) {
+		n.log.Warn("metadata not yet confirmed gossiped; it still is", "err", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err = n.limiter.SetMembers([]ring.Member{{Name: cfg.NodeName, GRPCAddr: n.peerAdv}}); err != nil {
