@@ -54,8 +54,10 @@ type Config struct {
 	MaxVoters int
 	// LeaseDuration is how long a lease lasts from its renewal (a follower:
 	// receipt of its leader's heartbeat or append; the leader: the send time
-	// of a heartbeat round a majority of voters acknowledged). Default and
-	// maximum: the election timeout (ElectionTicks × TickInterval).
+	// of a heartbeat round a majority of voters acknowledged). Default: the
+	// election timeout (ElectionTicks × TickInterval); at most three times
+	// it. Longer than twice the election timeout (LANConfig), it outlasts
+	// the election that follows a leader's loss; it lengthens DeadWait.
 	LeaseDuration time.Duration
 	// MaxClockDrift is the largest rate at which two nodes' clocks may
 	// drift apart, as a fraction (0.1: 100ms per second). It stretches
@@ -83,11 +85,15 @@ type Config struct {
 	NewID func() uint64
 }
 
-// LANConfig returns a Config for a deployment on one network: 100ms ticks,
-// election timeout 1s, heartbeats every 100ms, leases of 1s.
+// LANConfig returns a Config for a deployment on one network: 25ms ticks,
+// election timeout 500ms (randomized by Raft over 500ms-1s, in 20 steps),
+// heartbeats every 100ms, leases of 1.3s. A lease outlasts the election
+// that follows the loss of a leader (at most twice the election timeout,
+// plus a heartbeat), so the majority keeps deciding as owners through it
+// (TestLeaderLossKeepsTheMajorityLeased); DeadWait is 1.98s.
 func LANConfig(name, grpcAddr string) Config {
-	return Config{Name: name, GRPCAddr: grpcAddr, TickInterval: 100 * time.Millisecond,
-		ElectionTicks: 10, HeartbeatTicks: 1, LeaseDuration: time.Second, MaxVoters: DefaultMaxVoters}
+	return Config{Name: name, GRPCAddr: grpcAddr, TickInterval: 25 * time.Millisecond,
+		ElectionTicks: 20, HeartbeatTicks: 4, LeaseDuration: 1300 * time.Millisecond, MaxVoters: DefaultMaxVoters}
 }
 
 // FastConfig returns a Config for tests and one-host clusters: 10ms ticks,
@@ -190,8 +196,8 @@ func (c Config) validate() error {
 	if c.MaxVoters < 1 || c.MaxVoters%2 == 0 {
 		bad("MaxVoters", "is %d, must be odd and at least 1", c.MaxVoters)
 	}
-	if c.LeaseDuration < 0 || c.LeaseDuration > c.ElectionTimeout() {
-		bad("LeaseDuration", "is %v, must be positive and at most the election timeout (%v)", c.LeaseDuration, c.ElectionTimeout())
+	if c.LeaseDuration < 0 || c.LeaseDuration > 3*c.ElectionTimeout() {
+		bad("LeaseDuration", "is %v, must be positive and at most three times the election timeout (%v)", c.LeaseDuration, c.ElectionTimeout())
 	}
 	if c.MaxClockDrift < 0 || c.MaxClockDrift >= 1 {
 		bad("MaxClockDrift", "is %v, must be in [0, 1)", c.MaxClockDrift)

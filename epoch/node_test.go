@@ -144,7 +144,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 func TestDeadWait(t *testing.T) {
 	c := LANConfig("n1", "n1:7946")
 	c.MaxClockDrift = 0.5
-	if got, want := c.DeadWait(), 3*time.Second; got != want { // (1s + 1s) × 1.5
+	if got, want := c.DeadWait(), 2700*time.Millisecond; got != want { // (0.5s + 1.3s) × 1.5
 		t.Fatalf("DeadWait = %v, want %v", got, want)
 	}
 }

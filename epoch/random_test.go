@@ -47,6 +47,13 @@ func TestRandomSchedules(t *testing.T) {
 
 func runSchedule(t *testing.T, seed uint64) {
 	s := newSimNet(t, seed)
+	if seed%2 == 0 {
+		// LANConfig's proportions (leases longer than two election
+		// timeouts) at FastConfig's tick.
+		lan := LANConfig("", "")
+		s.cfg.ElectionTicks, s.cfg.HeartbeatTicks = lan.ElectionTicks, lan.HeartbeatTicks
+		s.cfg.LeaseDuration = lan.LeaseDuration * s.cfg.TickInterval / lan.TickInterval
+	}
 	r := s.rng
 	n0 := 3 + r.IntN(5)
 	s.maxDelay = time.Duration(r.IntN(3)) * 20 * time.Millisecond
