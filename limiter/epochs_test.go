@@ -321,3 +321,26 @@ func TestEpochLeavingNodeIsUnknown(t *testing.T) {
 		t.Errorf("the leaving node waited for epochs %v, want none", got)
 	}
 }
+
+// A receiver whose ring lacks the caller catches up to the caller's epoch
+// before refusing it as a non-member: n4 joined in epoch 2, which n2 has
+// not applied yet; n4's check of a key n2 owns on both rings is decided by
+// n2 once it applied epoch 2, not refused and answered by n4's failure
+// mode.
+func TestEpochJoinerIsTakenOnceTheReceiverCatchesUp(t *testing.T) {
+	srcs := map[string]*epochSource{"n1": newEpochSource(1), "n2": newEpochSource(1), "n3": newEpochSource(1), "n4": newEpochSource(2)}
+	c := epochCluster(t, 5*time.Second, srcs, []string{"n1", "n2", "n3", "n4"}, "n4")
+	setRing(t, c.Node("n4"), "n1", "n2", "n3", "n4")
+	k := keyMoving(t, c, "n2", "n2", "n4", "n2", epochLimit)
+	srcs["n2"].onWait = func(e uint64) {
+		setRing(t, c.Node("n2"), "n1", "n2", "n3", "n4")
+		srcs["n2"].set(e)
+	}
+	res := c.Check("n4", limiter.Request{Key: k, Limit: epochLimit, Cost: 1})[0]
+	if res.Err != nil || res.Source != limiter.SourceOwner || res.Owner != "n2" || !res.Allowed {
+		t.Fatalf("check: %+v, want allowed by its owner n2", res)
+	}
+	if got := srcs["n2"].waits(); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("n2 waited for epochs %v, want [2]", got)
+	}
+}
