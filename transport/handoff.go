@@ -91,23 +91,33 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 	}
 	// The owner deleted what it sent: keep every state it could send, even
 	// if one is malformed (that one is dropped; it cannot be imported).
+	// A key may come more than once: its state and a copy on its way to a
+	// new owner, or an heir's copy; the caller merges them. More than
+	// fetchCopies per hash asked is not an answer to this call; a state of
+	// a key not asked is dropped.
 	states := resp.GetStates()
-	if len(states) > len(hashes) {
-		// More states than hashes asked: not an answer to this call.
+	if len(states) > fetchCopies*len(hashes) {
 		err := fmt.Errorf("%d states for %d hashes", len(states), len(hashes))
 		wire.FailAll(live, p.unavailable("Fetch", err))
 		return
 	}
+	asked := make(map[uint64]struct{}, len(hashes))
+	for _, h := range hashes {
+		asked[h] = struct{}{}
+	}
 	entries := make([]fetched, 0, len(states))
 	for _, ks := range states {
 		var e store.Entry
-		if fromKeyState(&e, ks) == nil {
+		if fromKeyState(&e, ks) != nil {
+			continue
+		}
+		if _, ok := asked[e.Key]; ok {
 			entries = append(entries, fetched{Entry: e})
 		}
 	}
 	// Owner hints: only for hashes asked, with a name and a host:port.
 	for _, h := range resp.GetOwners() {
-		if !validHint(h) || len(entries) >= 2*len(hashes) || !slices.Contains(hashes, h.GetHash()) {
+		if _, ok := asked[h.GetHash()]; !ok || !validHint(h) || len(entries) >= (fetchCopies+1)*len(hashes) {
 			continue
 		}
 		entries = append(entries, fetched{Entry: store.Entry{Key: h.GetHash()}, owner: ring.Member{Name: h.GetName(), GRPCAddr: h.GetAddr()}})
@@ -155,6 +165,10 @@ func validHint(h *sluicev1.OwnerHint) bool {
 // maxHintName bounds a node name in an owner hint (memberlist's names are
 // far shorter).
 const maxHintName = 256
+
+// fetchCopies bounds the states a Fetch answer may hold per hash asked:
+// the owner's state, copies of it travelling to new owners, an heir's copy.
+const fetchCopies = 4
 
 // Bounds of the Handoff RPC.
 const (

@@ -96,6 +96,43 @@ func TestPeerFetchOwnerHints(t *testing.T) {
 	}
 }
 
+// A Fetch answer may hold a key more than once (its state and a copy on
+// its way to a new owner): every copy reaches the caller, who merges them;
+// a state of a key not asked is dropped.
+func TestPeerFetchKeepsCopiesOfAKey(t *testing.T) {
+	fake := newFakePeer(t, store.Config{})
+	t0 := time.Now().UnixNano()
+	var e store.Entry
+	for _, s := range sampleEntries(t0) {
+		if s.ExpiresAt() > t0 {
+			e = s
+			break
+		}
+	}
+	own, copy1, copy2, other := e, e, e, e
+	own.Key, copy1.Key, copy2.Key, other.Key = 7, 7, 7, 42
+	if err := fake.st.Import(own, t0); err != nil {
+		t.Fatal(err)
+	}
+	fake.extra = []store.Entry{copy1, copy2, other}
+	m, _ := startPeerServer(t, "owner", fake)
+	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	entries, _, err := c.Fetch(ctx, m, []uint64{7})
+	if err != nil {
+		t.Fatalf("Fetch: %v, want the three states of key 7", err)
+	}
+	if len(entries) != 3 {
+		t.Fatalf("Fetch = %d states, want 3 (key 7 three times, key 42 dropped)", len(entries))
+	}
+	for _, got := range entries {
+		if got.Key != 7 {
+			t.Errorf("Fetch gave a state of key %d, not asked", got.Key)
+		}
+	}
+}
+
 // Replicate carries every algorithm's state to the heir's AcceptReplicas,
 // never to AcceptHandoff.
 func TestPeerReplicate(t *testing.T) {

@@ -34,6 +34,7 @@ type fakePeer struct {
 	handoffs  []fakeHandoff
 	replicas  []store.Entry
 	hints     []limiter.OwnerHint // FetchMoved's answer
+	extra    []store.Entry       // FetchMoved adds them to what it extracts (copies in transit)
 	fetches   int
 	arrived   chan struct{} // if not nil, signalled (non-blocking) per Check
 	lastFrom  string
@@ -130,9 +131,9 @@ func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) (
 	f.mu.Lock()
 	f.fetches++
 	f.lastFrom = from
-	hints := f.hints
+	hints, extra := f.hints, f.extra
 	f.mu.Unlock()
-	return f.st.Extract(now(), hashes), hints, nil
+	return append(f.st.Extract(now(), hashes), extra...), hints, nil
 }
 
 func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) (int, error) {
