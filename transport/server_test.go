@@ -34,7 +34,7 @@ type fakePeer struct {
 	handoffs  []fakeHandoff
 	replicas  []store.Entry
 	hints     []limiter.OwnerHint // FetchMoved's answer
-	extra    []store.Entry       // FetchMoved adds them to what it extracts (copies in transit)
+	extra     []store.Entry       // FetchMoved adds them to what it extracts (copies in transit)
 	fetches   int
 	arrived   chan struct{} // if not nil, signalled (non-blocking) per Check
 	lastFrom  string
