@@ -129,7 +129,7 @@ func (l *Limiter) atomicRemote(ctx context.Context, owner ring.Member, jobs []jo
 // CheckForwarded); ErrAtomicElsewhere when this node does not own every
 // key.
 func (l *Limiter) CheckAtomicForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
-	if err := l.checkPeer(ctx, "CheckAtomic", from); err != nil {
+	if err := l.checkPeer("CheckAtomic", from); err != nil {
 		return err
 	}
 	if len(items) == 0 {

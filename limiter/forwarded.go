@@ -21,7 +21,7 @@ import (
 // for items[i]. A caller that is not a member of this node's ring (nor one
 // that left it lately) is refused with ErrNotMember and nothing is applied.
 func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
-	if err := l.checkPeer(ctx, "Check", from); err != nil {
+	if err := l.checkPeer("Check", from); err != nil {
 		return err
 	}
 	if err := l.epochGate(ctx, hops, items); err != nil {
@@ -54,7 +54,7 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 // AcquireForwarded takes a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error) {
-	if err := l.checkPeer(ctx, "Acquire", from); err != nil {
+	if err := l.checkPeer("Acquire", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
 	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
@@ -67,7 +67,7 @@ func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, i
 // ReleaseForwarded returns a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error) {
-	if err := l.checkPeer(ctx, "Release", from); err != nil {
+	if err := l.checkPeer("Release", from); err != nil {
 		return Answer{}, false, err
 	}
 	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
@@ -94,9 +94,6 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // answer, as a member would, so that a newcomer that these nodes have not
 // seen yet need not wait for them.
 func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
-	if !l.admits(from) {
-		l.settleEpoch(ctx) // a joiner's epoch may be ahead: catch up first (checkPeer)
-	}
 	if !l.admits(from) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {

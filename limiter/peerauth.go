@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -71,15 +70,9 @@ func (d *departedSet) get(name string, now time.Time) (ring.Member, bool) {
 // checkPeer refuses a peer call of method from a caller that admits does
 // not take: it logs the refusal, counts it in
 // sluice_peer_refused_total{method} and returns an error wrapping
-// ErrNotMember. A caller this node's ring lacks but whose epoch (carried
-// in ctx) is ahead of this node's is first waited for: this node catches
-// up, within CatchUpWait, and takes the call if the epoch it applied has
-// the caller (a joiner calls before every node applied its join).
-func (l *Limiter) checkPeer(ctx context.Context, method, from string) error {
+// ErrNotMember.
+func (l *Limiter) checkPeer(method, from string) error {
 	if l.admits(from) {
-		return nil
-	}
-	if l.settleEpoch(ctx); l.admits(from) {
 		return nil
 	}
 	return l.refuse(method, from)
