@@ -216,7 +216,7 @@ func (l *Limiter) passOnMoved(ctx context.Context, v, nv *view, hash uint64) (ri
 	// What the fetch brought is the key's count, not the caller's: it goes
 	// on even if the caller has given up (a state put back here after this
 	// node's handoff would stay where the new owner does not look).
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnRetryNoDeadline)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnNoDeadline)
 	defer cancel()
 	return owner, true, l.passOnTo(pctx, nv.ring, owner, []uint64{hash})
 }

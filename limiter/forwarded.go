@@ -21,10 +21,10 @@ import (
 // for items[i]. A caller that is not a member of this node's ring (nor one
 // that left it lately) is refused with ErrNotMember and nothing is applied.
 func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
-	if err := l.checkPeer("Check", from); err != nil {
+	if err := l.epochGate(ctx, hops, items); err != nil {
 		return err
 	}
-	if err := l.epochGate(ctx, hops, items); err != nil {
+	if err := l.checkPeer("Check", from); err != nil {
 		return err
 	}
 	jobs := make([]job, len(items))
@@ -54,10 +54,10 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 // AcquireForwarded takes a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error) {
-	if err := l.checkPeer("Acquire", from); err != nil {
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
-	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+	if err := l.checkPeer("Acquire", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
 	a, id, _ := l.acquire(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
@@ -67,10 +67,10 @@ func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, i
 // ReleaseForwarded returns a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error) {
-	if err := l.checkPeer("Release", from); err != nil {
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, false, err
 	}
-	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+	if err := l.checkPeer("Release", from); err != nil {
 		return Answer{}, false, err
 	}
 	a, ok, _ := l.release(ctx, l.view.Load(), hops+1, hops >= 1, item, leaseID)
@@ -94,6 +94,7 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // answer, as a member would, so that a newcomer that these nodes have not
 // seen yet need not wait for them.
 func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
+	l.settleEpoch(ctx)
 	if !l.admits(from) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
@@ -103,7 +104,6 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 		}
 		return nil, nil, nil
 	}
-	l.settleEpoch(ctx)
 	l.adopted.release(hashes)
 	v := l.view.Load()
 	to, ok := v.ring.Member(from)
@@ -203,11 +203,11 @@ func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.En
 // passOn retries while this node refuses them.
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
 	if len(entries) > 0 {
+		l.settleEpoch(ctx)
 		if !l.admitsHandoff(from) {
 			l.noteStrays(from, entries)
 			return 0, l.refuse("Handoff", from)
 		}
-		l.settleEpoch(ctx)
 	}
 	// Adopting states and HandOff's acknowledgements exclude each other
 	// (see handOffTo); passing states on, a peer call, is left outside. A

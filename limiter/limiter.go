@@ -35,7 +35,6 @@ type Limiter struct {
 	log          *slog.Logger
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
-	refusedRetry time.Duration // Config.RefusedRetry
 	maxLeaseTTL  time.Duration
 	// maxKeysPerClient: Config.Store.MaxKeysPerClient, for its error.
 	maxKeysPerClient int64
