@@ -182,7 +182,6 @@ func New(cfg Config) (*Limiter, error) {
 		l.maxLeaseTTL = DefaultMaxLeaseTTL
 	}
 	l.acks.ttl = l.pendingTTL
-	l.strays.ttl = l.pendingTTL
 	if replicas > 0 {
 		l.repl.n = replicas
 		l.repl.urgent = make(chan struct{}, 1)

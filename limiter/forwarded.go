@@ -205,7 +205,6 @@ func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []stor
 	if len(entries) > 0 {
 		l.settleEpoch(ctx)
 		if !l.admitsHandoff(from) {
-			l.noteStrays(from, entries)
 			return 0, l.refuse("Handoff", from)
 		}
 	}
