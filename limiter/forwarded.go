@@ -78,12 +78,16 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 }
 
 // FetchMoved removes and returns the states of hashes for node from, their
-// new owner (copies of those on their way to an owner: see transit), and
-// names the owners this node's ring gives the hashes it
-// holds nothing of, when they are neither from nor this node. Keys this node still owns by its own ring (it has not seen
-// the change yet) are remembered as moved, so their checks go to from and
-// are never counted afresh here; keys it had adopted are not decided here
-// any more; the others go to their owner on this ring anyway.
+// new owner (copies of those on their way to an owner: see transit). Keys
+// this node still owns by its own ring (it has not seen the change yet)
+// are remembered as moved, so their checks go to from and are never
+// counted afresh here; keys it had adopted are not decided here any more;
+// the others go to their owner on this ring anyway.
+//
+// A fetch from a node behind this node's epoch for a key this node's ring
+// does not give to it is redirected (an EpochError wrapping
+// ErrEpochAhead), nothing removed: the key has moved on since the asker's
+// epoch, and the asker catches up before it decides the key (fetch.go).
 //
 // Only a member of this node's ring (or one that left it less than the
 // pending TTL ago, as for every peer call) may take states: another caller
@@ -93,19 +97,27 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // one that asks only for keys this node holds nothing of gets an empty
 // answer, as a member would, so that a newcomer that these nodes have not
 // seen yet need not wait for them.
-func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
-	l.settleEpoch(ctx)
+func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error) {
+	senderEp, ep, _ := l.catchUp(ctx) // served either way, as settleEpoch
 	if !l.admits(from) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
 			if l.holds(now, h) {
-				return nil, nil, l.refuse("Fetch", from)
+				return nil, l.refuse("Fetch", from)
 			}
 		}
-		return nil, nil, nil
+		return nil, nil
+	}
+	v := l.view.Load()
+	if senderEp != 0 && senderEp < ep {
+		for _, h := range hashes {
+			if o, _ := v.owner(l.name, h); o.Name != from {
+				l.metrics.epochRedirected.Inc()
+				return nil, &EpochError{Epoch: ep, Ahead: true}
+			}
+		}
 	}
 	l.adopted.release(hashes)
-	v := l.view.Load()
 	to, ok := v.ring.Member(from)
 	if !ok {
 		to, _ = l.departed.get(from, time.Now()) // checkPeer found it there
@@ -137,7 +149,7 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	}
 	l.keepGivenAsCopies(mine, entries)
 	entries = l.replicaOf(hashes, entries)
-	return entries, ownerHints(v, l.name, from, hashes, entries), nil
+	return entries, nil
 }
 
 // keepGivenAsCopies keeps the states among entries of keys (this node
@@ -168,20 +180,6 @@ func (l *Limiter) holds(now int64, hash uint64) bool {
 		return true
 	}
 	return l.repl.copies != nil && (l.repl.copies.Has(now, hash) || l.repl.acting.Has(now, hash))
-}
-
-// ownerHints names, for each of hashes without a state in entries, its
-// owner on v's ring when that is neither asker nor self (see fetch.go).
-func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.Entry) []OwnerHint {
-	var hints []OwnerHint
-	for _, h := range hashes {
-		m, _ := v.owner(self, h)
-		if m.Name == self || m.Name == asker || m.Name == "" || slices.ContainsFunc(entries, func(e store.Entry) bool { return e.Key == h }) {
-			continue
-		}
-		hints = append(hints, OwnerHint{Hash: h, Owner: m})
-	}
-	return hints
 }
 
 // AcceptHandoff merges states pushed by node from, their previous owner,

@@ -33,7 +33,6 @@ type fakePeer struct {
 	checks    []fakeCheck // one per CheckForwarded call, in arrival order
 	handoffs  []fakeHandoff
 	replicas  []store.Entry
-	hints     []limiter.OwnerHint // FetchMoved's answer
 	fetches   int
 	arrived   chan struct{} // if not nil, signalled (non-blocking) per Check
 	lastFrom  string
@@ -126,13 +125,12 @@ func (f *fakePeer) SettleForwarded(_ context.Context, _ string, _ int, item limi
 	return limiter.Answer{Result: st.Result, Err: err}, limiter.SettleAnswer{Already: st.Already, Estimate: st.Estimate, Actual: st.Actual}, nil
 }
 
-func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
+func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, error) {
 	f.mu.Lock()
 	f.fetches++
 	f.lastFrom = from
-	hints := f.hints
 	f.mu.Unlock()
-	return f.st.Extract(now(), hashes), hints, nil
+	return f.st.Extract(now(), hashes), nil
 }
 
 func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) (int, error) {
