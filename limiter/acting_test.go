@@ -190,10 +190,10 @@ func TestHeirActsOnWhatItIsHandingBack(t *testing.T) {
 func TestHeirRefusesAStrangerTheKeyItHoldsACopyOf(t *testing.T) {
 	c, key, heir, _ := spentOnA(t, nil)
 	hash := identity.Inline(uint8(hourly.Algorithm), hourly.Period, key)
-	if got, _, err := c.Node(heir).FetchMoved(context.Background(), "d", []uint64{hash}); !errors.Is(err, limiter.ErrNotMember) {
+	if got, err := c.Node(heir).FetchMoved(context.Background(), "d", []uint64{hash}); !errors.Is(err, limiter.ErrNotMember) {
 		t.Fatalf("d, unknown to the heir %s, fetching %s: %v, %v; want ErrNotMember", heir, key, got, err)
 	}
-	if got, _, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash}); err != nil || len(got) != 1 {
+	if got, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash}); err != nil || len(got) != 1 {
 		t.Fatalf("a fetching %s from its heir %s: %v, %v; want its copy", key, heir, got, err)
 	}
 }
@@ -208,7 +208,7 @@ func TestOwnerKeepsACopyOfWhatItGivesAFetcher(t *testing.T) {
 	c, key, heir, other := spentOnA(t, nil)
 	c.SetRing(heir, heir, other) // a leaves: the heir owns the key, on its copy
 	hash := identity.Inline(uint8(hourly.Algorithm), hourly.Period, key)
-	got, _, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash})
+	got, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("a, leaving, fetching %s from %s: %v, %v; want its state", key, heir, got, err)
 	}
@@ -226,7 +226,7 @@ func TestOwnerKeepsACopyOfWhatItGivesAFetcher(t *testing.T) {
 func TestHeirKeepsItsCopyWhenFetched(t *testing.T) {
 	c, key, heir, other := spentOnA(t, nil)
 	hash := identity.Inline(uint8(hourly.Algorithm), hourly.Period, key)
-	got, _, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash})
+	got, err := c.Node(heir).FetchMoved(context.Background(), "a", []uint64{hash})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("a fetching %s from its heir %s: %v, %v; want its copy", key, heir, got, err)
 	}

@@ -127,10 +127,10 @@ func (l *Limiter) admin(ctx context.Context, req Request, op AdminOp) (KeyInfo, 
 // forwards it once more (ErrNotMember if the caller is not one this node
 // knows, as for CheckForwarded).
 func (l *Limiter) AdminForwarded(ctx context.Context, from string, hops int, item Forwarded, op AdminOp) (KeyInfo, error) {
-	if err := l.checkPeer("Admin", from); err != nil {
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return KeyInfo{}, err
 	}
-	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+	if err := l.checkPeer("Admin", from); err != nil {
 		return KeyInfo{}, err
 	}
 	return l.adminAt(ctx, l.view.Load(), hops+1, hops >= 1, item, op)

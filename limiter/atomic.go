@@ -129,14 +129,14 @@ func (l *Limiter) atomicRemote(ctx context.Context, owner ring.Member, jobs []jo
 // CheckForwarded); ErrAtomicElsewhere when this node does not own every
 // key.
 func (l *Limiter) CheckAtomicForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
+	if err := l.epochGate(ctx, hops, items); err != nil {
+		return err
+	}
 	if err := l.checkPeer("CheckAtomic", from); err != nil {
 		return err
 	}
 	if len(items) == 0 {
 		return nil
-	}
-	if err := l.epochGate(ctx, hops, items); err != nil {
-		return err
 	}
 	jobs := make([]job, len(items))
 	results := make([]Result, len(items))

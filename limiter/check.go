@@ -216,7 +216,7 @@ func (l *Limiter) passOnMoved(ctx context.Context, v, nv *view, hash uint64) (ri
 	// What the fetch brought is the key's count, not the caller's: it goes
 	// on even if the caller has given up (a state put back here after this
 	// node's handoff would stay where the new owner does not look).
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnRetryNoDeadline)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnNoDeadline)
 	defer cancel()
 	return owner, true, l.passOnTo(pctx, nv.ring, owner, []uint64{hash})
 }
@@ -247,30 +247,6 @@ func (l *Limiter) outOfRing(v *view) bool {
 	return !member
 }
 
-// toUnseenOwner sends j to owner, its owner by another node's ring, which
-// this node has not seen join (see awaitState), to be decided there; the
-// failure mode answers if it cannot be reached.
-func (l *Limiter) toUnseenOwner(ctx context.Context, v *view, j *job, owner ring.Member, now int64) {
-	items := []Forwarded{{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report, Inline: j.inline, Client: j.client}}
-	answers := make([]Answer, 1)
-	pctx, cancel := peerContext(ctx)
-	err := l.peers.Check(pctx, owner, 1, items, answers)
-	cancel()
-	if err == nil && errors.Is(answers[0].Err, ErrStateElsewhere) {
-		err = answers[0].Err // it applied nothing
-	}
-	if err != nil {
-		l.unreachable(ctx, v, 0, j, owner, err, now)
-		return
-	}
-	res := j.res
-	res.Result, res.Err, res.Source, res.Owner = answers[0].Result, answers[0].Err, SourceOwner, owner.Name
-	j.granted, j.grantID, j.issuer = answers[0].Granted, answers[0].GrantID, answers[0].Issuer
-	if res.Err != nil {
-		res.Allowed = false
-	}
-}
-
 // applyLocal decides one job on this node's store, first fetching the key's
 // state if it may be on another node (see awaitState). j.owner, if set, is
 // an owner that could not be reached. A job whose ctx has ended is not
@@ -283,9 +259,13 @@ func (l *Limiter) applyLocal(ctx context.Context, v *view, j *job, now int64) {
 		return
 	}
 	if holder, err := l.awaitState(ctx, v, j.hash, j.owner.Name); err != nil {
-		var unseen *unseenOwnerError
-		if errors.As(err, &unseen) && j.hops == 0 {
-			l.toUnseenOwner(ctx, v, j, unseen.owner, now)
+		if nv := l.view.Load(); nv != v && errors.Is(err, ErrEpochAhead) {
+			// A holder ahead of this node's epoch redirected the fetch,
+			// and this node has caught up: the key is decided on the
+			// new ring (by its new owner, or here again).
+			if !l.movedOn(ctx, v, nv, j, now) {
+				l.applyLocal(ctx, nv, j, now)
+			}
 			return
 		}
 		// A node that may hold the key's count has not seen this one

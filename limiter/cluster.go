@@ -81,7 +81,7 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 	}
 	now := time.Now()
 	l.departed.note(oldRing, r, now, now.Add(l.pendingTTL))
-	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine, l.strays.take(r)), orphaned: l.orphans(old, oldRing, r)}
+	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine), orphaned: l.orphans(old, oldRing, r)}
 	l.deadWaitsFor(nv, old, oldRing, r)
 	if l.repl.n > 0 && r.Len() > 1 {
 		if nv.heirs, err = r.Heirs(l.repl.n); err != nil {
@@ -135,13 +135,11 @@ func (l *Limiter) previousRing(old *view, r *ring.Ring) (*ring.Ring, error) {
 // pendingFor builds the pending partitions of ring r: those this node owns
 // on r that it did not own on prev, and those it still owns that were
 // pending on the old view (with the node that had them first, so a second
-// change does not forget the first), and those of strays: partitions it
-// owns on r whose states a member of r tried to hand it before its ring
-// had that member (asked of that member first). Their holders are every
+// change does not forget the first). Their holders are every
 // other member of r and the holders of the old view that have left r.
 // Partitions every holder has acknowledged already are left out; nil if
 // none is pending.
-func (l *Limiter) pendingFor(old *view, prev, r *ring.Ring, mine func(int) bool, strays map[int]ring.Member) *pending {
+func (l *Limiter) pendingFor(old *view, prev, r *ring.Ring, mine func(int) bool) *pending {
 	if _, member := r.Member(l.name); !member || r.Len() <= 1 {
 		return nil
 	}
@@ -183,13 +181,6 @@ func (l *Limiter) pendingFor(old *view, prev, r *ring.Ring, mine func(int) bool,
 		}
 		if p.isPending(i) && !p.open(i) {
 			p.unmark(i)
-		}
-	}
-	// Partitions whose states a member of r tried to hand this node while
-	// r's predecessors did not have it: asked of it first, kept or gained.
-	for part, holder := range strays {
-		if mine(part) && part < n {
-			p.mark(part, holder)
 		}
 	}
 	if p.count == 0 {

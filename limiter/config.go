@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,12 +56,6 @@ type Config struct {
 	// FetchTimeout bounds a fetch of a key's state from its previous owner;
 	// 0 means DefaultFetchTimeout. Must not be negative.
 	FetchTimeout time.Duration
-	// RefusedRetry is the most time a check that its owner refused as from
-	// a non-member (a joiner that has not heard of this node yet) is asked
-	// again before its failure mode answers, and at most half of what is
-	// left of the call's deadline; 0 means DefaultRefusedRetry. Must not
-	// be negative.
-	RefusedRetry time.Duration
 	// PeersAuthenticated says that every peer call reaches this node over
 	// an authenticated channel (peer mTLS or the cluster secret), so any
 	// caller is a node of this cluster, whatever name it gives. A node not
@@ -166,7 +159,6 @@ func New(cfg Config) (*Limiter, error) {
 		log: cfg.Logger, pendingTTL: cfg.PendingTTL, fetchTimeout: cfg.FetchTimeout, maxLeaseTTL: cfg.MaxLeaseTTL, maxKeysPerClient: cfg.Store.MaxKeysPerClient,
 		peersAuthenticated: cfg.PeersAuthenticated}
 	l.repl.tap = cfg.OnChanged
-	l.refusedRetry = cmp.Or(cfg.RefusedRetry, DefaultRefusedRetry)
 	l.epoch, l.waitEpoch, l.catchUpWait = cfg.Epoch, cfg.WaitEpoch, cfg.CatchUpWait
 	if l.catchUpWait == 0 {
 		l.catchUpWait = DefaultCatchUpWait
@@ -190,7 +182,6 @@ func New(cfg Config) (*Limiter, error) {
 		l.maxLeaseTTL = DefaultMaxLeaseTTL
 	}
 	l.acks.ttl = l.pendingTTL
-	l.strays.ttl = l.pendingTTL
 	if replicas > 0 {
 		l.repl.n = replicas
 		l.repl.urgent = make(chan struct{}, 1)
@@ -234,8 +225,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: Replicas: at most %d, got %d", ErrInvalidConfig, MaxReplicas, c.Replicas)
 	case c.FetchTimeout < 0:
 		return fmt.Errorf("%w: FetchTimeout: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultFetchTimeout, c.FetchTimeout)
-	case c.RefusedRetry < 0:
-		return fmt.Errorf("%w: RefusedRetry: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultRefusedRetry, c.RefusedRetry)
 	case c.Epoch != nil && c.WaitEpoch == nil:
 		return fmt.Errorf("%w: WaitEpoch: is required with Epoch", ErrInvalidConfig)
 	case c.CatchUpWait < 0:

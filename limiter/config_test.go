@@ -21,7 +21,6 @@ func TestNewValidatesConfig(t *testing.T) {
 		{func(c *limiter.Config) { c.NodeName = "" }, "limiter: invalid config: NodeName: must not be empty", nil},
 		{func(c *limiter.Config) { c.PendingTTL = -time.Second }, "limiter: invalid config: PendingTTL: must be >= 0", nil},
 		{func(c *limiter.Config) { c.FetchTimeout = -time.Millisecond }, "limiter: invalid config: FetchTimeout: must be >= 0", nil},
-		{func(c *limiter.Config) { c.RefusedRetry = -time.Millisecond }, "limiter: invalid config: RefusedRetry: must be >= 0", nil},
 		{func(c *limiter.Config) { c.Store.Shards = 3 }, "limiter: invalid config: Store: ", store.ErrInvalidConfig},
 		{func(c *limiter.Config) { c.Ring.PartitionCount = -1 }, "limiter: invalid config: Ring: ", ring.ErrInvalidConfig},
 		{func(c *limiter.Config) { c.Ring.ReplicationFactor = 1 }, "limiter: invalid config: Ring: ", ring.ErrInvalidConfig},

@@ -157,6 +157,18 @@ func (l *Limiter) epochGate(ctx context.Context, hops int, items []Forwarded) er
 	return nil
 }
 
+// catchUpTo waits up to CatchUpWait for this node to apply epoch e (a
+// receiver's, which redirected this node's call) and reports whether it
+// did.
+func (l *Limiter) catchUpTo(ctx context.Context, e uint64) bool {
+	if l.waitEpoch == nil {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, l.catchUpWait)
+	defer cancel()
+	return l.waitEpoch(wctx, e) == nil
+}
+
 // redirected handles a receiver's redirect (an EpochError wrapping
 // ErrEpochAhead) of a call this node sent with hops 0 on view v: it waits
 // up to CatchUpWait for this node to apply the receiver's epoch and
@@ -164,12 +176,7 @@ func (l *Limiter) epochGate(ctx context.Context, hops int, items []Forwarded) er
 // this node did not catch up, or its ring did not change).
 func (l *Limiter) redirected(ctx context.Context, v *view, hops int, err error) *view {
 	var ee *EpochError
-	if hops != 0 || l.waitEpoch == nil || !errors.As(err, &ee) || !ee.Ahead {
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, l.catchUpWait)
-	defer cancel()
-	if l.waitEpoch(wctx, ee.Epoch) != nil {
+	if hops != 0 || !errors.As(err, &ee) || !ee.Ahead || !l.catchUpTo(ctx, ee.Epoch) {
 		return nil
 	}
 	if nv := l.view.Load(); nv != v {

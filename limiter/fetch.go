@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
@@ -31,6 +30,10 @@ import (
 // the key then stays unsettled (the next check asks again) and
 // awaitState returns that holder and its error, so that the check is
 // answered by the limit's failure mode rather than counted afresh here.
+// So does a holder ahead of this node's epoch that redirects the fetch
+// (the key has moved on): this node first waits, up to CatchUpWait, to
+// apply that epoch, and its caller decides the key on the new ring if it
+// did (applyLocal).
 func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreachable string) (refusedBy ring.Member, err error) {
 	if v == nil || v.ring == nil || l.peers == nil {
 		return ring.Member{}, nil
@@ -67,12 +70,6 @@ func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreacha
 		if len(hs) > 0 {
 			o = o.and(l.fetchFrom(ctx, v.pending, hs, hash))
 		}
-		if !o.found && o.unseen.Name != "" {
-			// Another node's ring gives the key to a node this one has not
-			// seen join: counting it here would count it beside that
-			// owner. The key stays unsettled until this ring catches up.
-			return o, nil
-		}
 		if o.found || o.err == nil {
 			v.pending.settle(hash)
 			o.err = nil
@@ -80,18 +77,7 @@ func (l *Limiter) awaitState(ctx context.Context, v *view, hash uint64, unreacha
 		return o, nil
 	})
 	o, _ := out.(fetchOutcome)
-	if !o.found && o.unseen.Name != "" {
-		return o.unseen, &unseenOwnerError{o.unseen}
-	}
 	return o.refusedBy, o.err
-}
-
-// unseenOwnerError is awaitState's answer for a key that a holder's ring
-// gives to a node this node's ring lacks: the check goes there.
-type unseenOwnerError struct{ owner ring.Member }
-
-func (e *unseenOwnerError) Error() string {
-	return "limiter: the key's owner is " + e.owner.Name + ", which this node has not seen join"
 }
 
 // isMember reports whether node name is in this node's ring now.
@@ -104,39 +90,19 @@ func (l *Limiter) isMember(name string) bool {
 	return ok
 }
 
-// unseen reports whether m is a node that this node's ring lacks and that
-// has not left it lately: one this node has not seen join yet.
-func (l *Limiter) unseen(m ring.Member) bool {
-	if m.Name == "" || m.Name == l.name {
-		return false
-	}
-	if v := l.view.Load(); v != nil && v.ring != nil {
-		if _, ok := v.ring.Member(m.Name); ok {
-			return false
-		}
-	}
-	_, left := l.departed.get(m.Name, time.Now())
-	return !left
-}
-
 // fetchOutcome is what fetching one key from its holders found: whether
-// any returned a state, and the first holder that refused the fetch as
-// coming from a node outside its ring, if any, with its error.
+// any returned a state, and the first holder that refused the fetch (as
+// coming from a node outside its ring, or redirected it), if any, with
+// its error.
 type fetchOutcome struct {
 	found     bool
 	refusedBy ring.Member
 	err       error
-	// unseen is an owner of the key, by a holder's ring, that this node's
-	// ring lacks (it has not seen it join); "" if none.
-	unseen ring.Member
 }
 
 // and combines two outcomes of the same key.
 func (o fetchOutcome) and(p fetchOutcome) fetchOutcome {
 	o.found = o.found || p.found
-	if o.unseen.Name == "" {
-		o.unseen = p.unseen
-	}
 	if o.err == nil {
 		o.refusedBy, o.err = p.refusedBy, p.err
 	}
@@ -207,15 +173,25 @@ func (l *Limiter) copyToStore(hash uint64) bool {
 // fetchFrom fetches hash from each of holders concurrently, merges what
 // they return into the store and reports whether any returned a state. A
 // holder that cannot be reached is given up in p, if p is not nil; one
-// that refuses because this node is not in its ring (ErrNotMember) is not,
-// and is reported in the outcome.
+// that refuses because this node is not in its ring (ErrNotMember), or
+// redirects because it is ahead of this node's epoch, is not, and is
+// reported in the outcome (after a redirect, once this node has caught up
+// with the holder's epoch or CatchUpWait has passed).
 func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Member, hash uint64) fetchOutcome {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.fetchTimeout)
 	defer cancel()
 	var mu sync.Mutex
 	var out fetchOutcome
 	fetch := func(from ring.Member) {
-		entries, hints, err := l.peers.Fetch(fctx, from, []uint64{hash})
+		entries, err := l.peers.Fetch(fctx, from, []uint64{hash})
+		var ee *EpochError
+		if errors.As(err, &ee) && ee.Ahead {
+			l.catchUpTo(ctx, ee.Epoch)
+			mu.Lock()
+			out = out.and(fetchOutcome{refusedBy: from, err: err})
+			mu.Unlock()
+			return
+		}
 		if errors.Is(err, ErrNotMember) {
 			l.log.Debug("holder has not seen this node yet; its keys answer from their failure mode", "from", from.Name)
 			mu.Lock()
@@ -253,11 +229,6 @@ func (l *Limiter) fetchFrom(ctx context.Context, p *pending, holders []ring.Memb
 		}
 		mu.Lock()
 		out.found = out.found || len(entries) > 0
-		for _, h := range hints {
-			if h.Hash == hash && out.unseen.Name == "" && l.unseen(h.Owner) {
-				out.unseen = h.Owner
-			}
-		}
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup

@@ -110,15 +110,7 @@ func (l *Limiter) forwardGroup(ctx context.Context, v *view, hops int, jobs []*j
 		items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, UpTo: j.upTo, Credit: j.credit, Report: j.report, Inline: j.inline, Client: j.client}
 	}
 	pctx, cancel := peerContext(ctx)
-	// An owner that has just joined and does not know this node yet
-	// refuses the call (applying nothing): it is asked again for a while
-	// (untilknown.go) rather than answered from the failure mode.
 	err := l.peers.Check(pctx, owner, hops, items, answers)
-	if err != nil {
-		err = untilKnown(pctx, err, l.knownWait(pctx), checkRetryMin, checkRetryMax, func() error {
-			return l.peers.Check(pctx, owner, hops, items, answers)
-		})
-	}
 	cancel()
 	l.metrics.forwarded.Add(float64(len(jobs)))
 	if err == nil {

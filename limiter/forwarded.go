@@ -21,10 +21,10 @@ import (
 // for items[i]. A caller that is not a member of this node's ring (nor one
 // that left it lately) is refused with ErrNotMember and nothing is applied.
 func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, items []Forwarded, out []Answer) error {
-	if err := l.checkPeer("Check", from); err != nil {
+	if err := l.epochGate(ctx, hops, items); err != nil {
 		return err
 	}
-	if err := l.epochGate(ctx, hops, items); err != nil {
+	if err := l.checkPeer("Check", from); err != nil {
 		return err
 	}
 	jobs := make([]job, len(items))
@@ -54,10 +54,10 @@ func (l *Limiter) CheckForwarded(ctx context.Context, from string, hops int, ite
 // AcquireForwarded takes a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error) {
-	if err := l.checkPeer("Acquire", from); err != nil {
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
-	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+	if err := l.checkPeer("Acquire", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
 	a, id, _ := l.acquire(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
@@ -67,10 +67,10 @@ func (l *Limiter) AcquireForwarded(ctx context.Context, from string, hops int, i
 // ReleaseForwarded returns a lease for another node (ErrNotMember if the
 // caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, item Forwarded, leaseID store.LeaseID) (Answer, bool, error) {
-	if err := l.checkPeer("Release", from); err != nil {
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, false, err
 	}
-	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+	if err := l.checkPeer("Release", from); err != nil {
 		return Answer{}, false, err
 	}
 	a, ok, _ := l.release(ctx, l.view.Load(), hops+1, hops >= 1, item, leaseID)
@@ -78,12 +78,16 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 }
 
 // FetchMoved removes and returns the states of hashes for node from, their
-// new owner (copies of those on their way to an owner: see transit), and
-// names the owners this node's ring gives the hashes it
-// holds nothing of, when they are neither from nor this node. Keys this node still owns by its own ring (it has not seen
-// the change yet) are remembered as moved, so their checks go to from and
-// are never counted afresh here; keys it had adopted are not decided here
-// any more; the others go to their owner on this ring anyway.
+// new owner (copies of those on their way to an owner: see transit). Keys
+// this node still owns by its own ring (it has not seen the change yet)
+// are remembered as moved, so their checks go to from and are never
+// counted afresh here; keys it had adopted are not decided here any more;
+// the others go to their owner on this ring anyway.
+//
+// A fetch from a node behind this node's epoch for a key this node's ring
+// does not give to it is redirected (an EpochError wrapping
+// ErrEpochAhead), nothing removed: the key has moved on since the asker's
+// epoch, and the asker catches up before it decides the key (fetch.go).
 //
 // Only a member of this node's ring (or one that left it less than the
 // pending TTL ago, as for every peer call) may take states: another caller
@@ -93,19 +97,27 @@ func (l *Limiter) ReleaseForwarded(ctx context.Context, from string, hops int, i
 // one that asks only for keys this node holds nothing of gets an empty
 // answer, as a member would, so that a newcomer that these nodes have not
 // seen yet need not wait for them.
-func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []OwnerHint, error) {
+func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error) {
+	senderEp, ep, _ := l.catchUp(ctx) // served either way, as settleEpoch
 	if !l.admits(from) {
 		now := l.clock().UnixNano()
 		for _, h := range hashes {
 			if l.holds(now, h) {
-				return nil, nil, l.refuse("Fetch", from)
+				return nil, l.refuse("Fetch", from)
 			}
 		}
-		return nil, nil, nil
+		return nil, nil
 	}
-	l.settleEpoch(ctx)
-	l.adopted.release(hashes)
 	v := l.view.Load()
+	if senderEp != 0 && senderEp < ep {
+		for _, h := range hashes {
+			if o, _ := v.owner(l.name, h); o.Name != from {
+				l.metrics.epochRedirected.Inc()
+				return nil, &EpochError{Epoch: ep, Ahead: true}
+			}
+		}
+	}
+	l.adopted.release(hashes)
 	to, ok := v.ring.Member(from)
 	if !ok {
 		to, _ = l.departed.get(from, time.Now()) // checkPeer found it there
@@ -137,7 +149,7 @@ func (l *Limiter) FetchMoved(ctx context.Context, from string, hashes []uint64) 
 	}
 	l.keepGivenAsCopies(mine, entries)
 	entries = l.replicaOf(hashes, entries)
-	return entries, ownerHints(v, l.name, from, hashes, entries), nil
+	return entries, nil
 }
 
 // keepGivenAsCopies keeps the states among entries of keys (this node
@@ -170,20 +182,6 @@ func (l *Limiter) holds(now int64, hash uint64) bool {
 	return l.repl.copies != nil && (l.repl.copies.Has(now, hash) || l.repl.acting.Has(now, hash))
 }
 
-// ownerHints names, for each of hashes without a state in entries, its
-// owner on v's ring when that is neither asker nor self (see fetch.go).
-func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.Entry) []OwnerHint {
-	var hints []OwnerHint
-	for _, h := range hashes {
-		m, _ := v.owner(self, h)
-		if m.Name == self || m.Name == asker || m.Name == "" || slices.ContainsFunc(entries, func(e store.Entry) bool { return e.Key == h }) {
-			continue
-		}
-		hints = append(hints, OwnerHint{Hash: h, Owner: m})
-	}
-	return hints
-}
-
 // AcceptHandoff merges states pushed by node from, their previous owner,
 // and records the partitions it has finished handing off. States that
 // this node's ring gives a third node are passed on to it before
@@ -203,11 +201,10 @@ func ownerHints(v *view, self, asker string, hashes []uint64, entries []store.En
 // passOn retries while this node refuses them.
 func (l *Limiter) AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error) {
 	if len(entries) > 0 {
+		l.settleEpoch(ctx)
 		if !l.admitsHandoff(from) {
-			l.noteStrays(from, entries)
 			return 0, l.refuse("Handoff", from)
 		}
-		l.settleEpoch(ctx)
 	}
 	// Adopting states and HandOff's acknowledgements exclude each other
 	// (see handOffTo); passing states on, a peer call, is left outside. A

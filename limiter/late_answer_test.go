@@ -48,8 +48,8 @@ func (p *lateOwner) Settle(context.Context, ring.Member, int, limiter.Forwarded,
 	return limiter.Answer{}, limiter.SettleAnswer{}, p.unsent()
 }
 
-func (p *lateOwner) Fetch(context.Context, ring.Member, []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
-	return nil, nil, p.unsent()
+func (p *lateOwner) Fetch(context.Context, ring.Member, []uint64) ([]store.Entry, error) {
+	return nil, p.unsent()
 }
 
 func (p *lateOwner) Handoff(context.Context, ring.Member, []store.Entry, []int) error {

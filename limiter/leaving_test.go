@@ -135,7 +135,7 @@ func TestKeyHandedBackAfterAFetchIsDecidedHere(t *testing.T) {
 	for i, k := range ks {
 		hashes[i] = identity.Inline(uint8(hourly.Algorithm), hourly.Period, k)
 	}
-	got, _, err := c.Node("n1").FetchMoved(ctx, "n0", hashes)
+	got, err := c.Node("n1").FetchMoved(ctx, "n0", hashes)
 	if err != nil || len(got) != len(ks) {
 		t.Fatalf("n0 fetching from n1: %d states, %v; want %d", len(got), err, len(ks))
 	}

@@ -35,7 +35,6 @@ type Limiter struct {
 	log          *slog.Logger
 	pendingTTL   time.Duration
 	fetchTimeout time.Duration
-	refusedRetry time.Duration // Config.RefusedRetry
 	maxLeaseTTL  time.Duration
 	// maxKeysPerClient: Config.Store.MaxKeysPerClient, for its error.
 	maxKeysPerClient int64
@@ -47,7 +46,6 @@ type Limiter struct {
 	moved              movedSet
 	departed           departedSet // members of earlier rings, for a while (see checkPeer)
 	acks               acks
-	strays             strays  // partitions refused from non-members (see strays.go)
 	passing            keySet  // keys being passed on (see passOn)
 	adopted            keySet  // keys handed here by their owner on this ring (see passOn)
 	transit            transit // states on their way to their owner (see transit.go)

@@ -79,28 +79,14 @@ func (l *Limiter) passOn(ctx context.Context, v *view, groups map[string][]uint6
 	return first
 }
 
-// Retrying a pass-on that the owner refused because its ring does not have
-// this node yet (ErrNotMember: it has not heard of this node's join): the
-// first wait, the longest, and the share of the push's time left that
-// the retries may take.
-const (
-	passOnRetryMin   = 10 * time.Millisecond
-	passOnRetryMax   = 100 * time.Millisecond
-	passOnRetryShare = 2 // half
-	// passOnRetryNoDeadline bounds the retries of a call without deadline.
-	passOnRetryNoDeadline = time.Second
-)
+// passOnNoDeadline bounds a pass-on made without the caller's deadline.
+const passOnNoDeadline = time.Second
 
 // passOnTo moves the states of keys to node to. If to does not take them,
-// they stay here; it returns an error only if to still refuses this node
-// as not a member (to would count them afresh on this node's
-// acknowledgement). An owner that is leaving or out of reach will not.
-//
-// An owner that refuses because its ring does not have this node yet is
-// asked again until it takes them or half of ctx's time is spent: gossip
-// tells it of this node soon, and the acknowledgements this node sent it
-// before the states arrived (taken from any caller, see AcceptHandoff)
-// would otherwise say this node holds nothing of them.
+// they stay here; it returns an error only if to refuses this node as not
+// a member (to would count them afresh on this node's acknowledgement).
+// An owner that is leaving or out of reach will not. An owner behind this
+// node's epoch catches up before it judges the caller (epochs.go).
 func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, keys []uint64) error {
 	now := l.clock().UnixNano()
 	states, travel := l.extractTravelling(now, keys)
@@ -108,13 +94,7 @@ func (l *Limiter) passOnTo(ctx context.Context, r *ring.Ring, to ring.Member, ke
 	if len(states) == 0 {
 		return nil
 	}
-	budget := passOnRetryNoDeadline
-	if dl, ok := ctx.Deadline(); ok {
-		budget = time.Until(dl) / passOnRetryShare
-	}
-	handoff := func() error { return l.peers.Handoff(ctx, to, states, nil) }
-	err := untilKnown(ctx, handoff(), budget, passOnRetryMin, passOnRetryMax, handoff)
-	if err != nil {
+	if err := l.peers.Handoff(ctx, to, states, nil); err != nil {
 		l.putBack(states)
 		l.log.Log(ctx, churnLevel(err), "handoff: could not pass states on to their owner; they stay here", "to", to.Name, "states", len(states), "err", err)
 		if !errors.Is(err, ErrNotMember) {

@@ -47,10 +47,10 @@ func TestPeerCallsFromNonMembersRefused(t *testing.T) {
 	}
 	// Fetch from a stranger: refused for a key held here, and the key
 	// keeps its count; answered empty for keys not held.
-	if _, _, err := l.FetchMoved(ctx, "evil", []uint64{42}); !errors.Is(err, limiter.ErrNotMember) {
+	if _, err := l.FetchMoved(ctx, "evil", []uint64{42}); !errors.Is(err, limiter.ErrNotMember) {
 		t.Fatalf("FetchMoved of a held key by a stranger: %v, want ErrNotMember", err)
 	}
-	if got, _, err := l.FetchMoved(ctx, "evil", []uint64{7}); err != nil || len(got) != 0 {
+	if got, err := l.FetchMoved(ctx, "evil", []uint64{7}); err != nil || len(got) != 0 {
 		t.Fatalf("FetchMoved of a key not held, by a stranger: %v, %v; want nothing", got, err)
 	}
 	if err := l.CheckForwarded(ctx, "n1", 1, []limiter.Forwarded{{Hash: 42, Limit: tb(10, time.Hour), Cost: 1}}, out); err != nil || out[0].Allowed {

@@ -90,15 +90,6 @@ type Answer struct {
 	Issuer  string
 }
 
-// OwnerHint is the owner of a key by the ring of a node that was asked for
-// the key's state and holds none: given when it is neither the asker nor
-// that node. An asker whose ring lacks that owner has not seen it join
-// (see fetch.go).
-type OwnerHint struct {
-	Hash  uint64
-	Owner ring.Member
-}
-
 // Peers reaches the other nodes of the cluster (transport's peer client
 // implements it). All methods are safe for concurrent use, and each call is
 // bounded by ctx and by the implementation's own per-call deadline. An error
@@ -123,9 +114,8 @@ type Peers interface {
 	// actual cost.
 	Settle(ctx context.Context, to ring.Member, hops int, item Forwarded, id store.LeaseID) (Answer, SettleAnswer, error)
 	// Fetch moves the states of keys from node from (their previous owner)
-	// to the caller, and names the owners node from's ring gives the keys
-	// it holds nothing of, when they are neither the caller nor itself.
-	Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []OwnerHint, error)
+	// to the caller.
+	Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error)
 	// Handoff pushes states to node to, their new owner, and tells it which
 	// partitions this node has finished handing off.
 	Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error

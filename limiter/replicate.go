@@ -277,10 +277,10 @@ func sameHeirs(a, b *ring.Heirs, key uint64) bool {
 // (full). A node with replication off keeps nothing and says so by
 // returning them all as refused.
 func (l *Limiter) AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error) {
+	l.settleEpoch(ctx)
 	if err := l.checkPeer("Replicate", from); err != nil {
 		return 0, err
 	}
-	l.settleEpoch(ctx)
 	r := &l.repl
 	if r.copies == nil {
 		return len(entries), nil

@@ -213,10 +213,10 @@ func (l *Limiter) settle(ctx context.Context, v *view, hops int, forceLocal bool
 // ReserveForwarded makes a reservation for another node (ErrNotMember if
 // the caller is not one this node knows, as for CheckForwarded).
 func (l *Limiter) ReserveForwarded(ctx context.Context, from string, hops int, item Forwarded, ttl time.Duration) (Answer, store.LeaseID, error) {
-	if err := l.checkPeer("Reserve", from); err != nil {
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
-	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+	if err := l.checkPeer("Reserve", from); err != nil {
 		return Answer{}, store.LeaseID{}, err
 	}
 	a, id, _ := l.reserve(ctx, l.view.Load(), hops+1, hops >= 1, item, ttl)
@@ -226,10 +226,10 @@ func (l *Limiter) ReserveForwarded(ctx context.Context, from string, hops int, i
 // SettleForwarded settles a reservation for another node (see
 // ReserveForwarded).
 func (l *Limiter) SettleForwarded(ctx context.Context, from string, hops int, item Forwarded, id store.LeaseID) (Answer, SettleAnswer, error) {
-	if err := l.checkPeer("Settle", from); err != nil {
+	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
 		return Answer{}, SettleAnswer{}, err
 	}
-	if err := l.epochGate(ctx, hops, []Forwarded{item}); err != nil {
+	if err := l.checkPeer("Settle", from); err != nil {
 		return Answer{}, SettleAnswer{}, err
 	}
 	id.Holder = item.Holder

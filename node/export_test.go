@@ -22,7 +22,7 @@ func OpenCircuit(ctx context.Context, n *Node, m ring.Member) error {
 			return fmt.Errorf("the circuit of %s to %s did not open: %w", n.Name(), m.Name, err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		_, _, _ = n.peers.Fetch(cctx, m, []uint64{1})
+		_, _ = n.peers.Fetch(cctx, m, []uint64{1})
 		cancel()
 	}
 	return nil

@@ -79,7 +79,7 @@ func TestPeerBreakerOpensAndRecovers(t *testing.T) {
 				return err
 			},
 			"Fetch": func() error {
-				_, _, err := c.Fetch(ctx, owner, []uint64{1})
+				_, err := c.Fetch(ctx, owner, []uint64{1})
 				return err
 			},
 			"Handoff": func() error { return c.Handoff(ctx, owner, nil, []int{1}) },
@@ -227,9 +227,9 @@ func (s *stallingPeer) AcquireForwarded(context.Context, string, int, limiter.Fo
 	return limiter.Answer{}, store.LeaseID{}, nil
 }
 
-func (s *stallingPeer) FetchMoved(context.Context, string, []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
+func (s *stallingPeer) FetchMoved(context.Context, string, []uint64) ([]store.Entry, error) {
 	s.stall()
-	return nil, nil, nil
+	return nil, nil
 }
 
 // TestPeerBreakerCallerCancelDoesNotOpen: RPCs cut short by their caller
@@ -261,7 +261,7 @@ func TestPeerBreakerCallerCancelDoesNotOpen(t *testing.T) {
 		}
 		cancel()
 		ctx, cancel = short()
-		if _, _, err := c.Fetch(ctx, m, []uint64{1}); !deadline(err) {
+		if _, err := c.Fetch(ctx, m, []uint64{1}); !deadline(err) {
 			t.Fatalf("round %d: Fetch with a short deadline: %v, want a deadline error", round, err)
 		}
 		cancel()

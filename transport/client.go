@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/wire"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/ring"
+	"github.com/sluice-rl/sluice/store"
 )
 
 // Defaults of PeerClientConfig.
@@ -92,7 +93,7 @@ type PeerClient struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // sender goroutines
 	checkPool wire.Pool[limiter.Forwarded, limiter.Answer]
-	fetchPool wire.Pool[uint64, fetched]
+	fetchPool wire.Pool[uint64, store.Entry]
 
 	mu     sync.RWMutex
 	peers  map[string]*peerConn // by name

@@ -94,7 +94,7 @@ func TestPeerUnavailable(t *testing.T) {
 			return err
 		},
 		"Fetch": func() error {
-			_, _, err := c.Fetch(ctx, gone, []uint64{1})
+			_, err := c.Fetch(ctx, gone, []uint64{1})
 			return err
 		},
 		"Handoff": func() error { return c.Handoff(ctx, gone, nil, []int{1}) },
@@ -171,7 +171,7 @@ func TestPeerClientCloseStopsEverything(t *testing.T) {
 	// A Fetch too (not blocked by the gate).
 	fetched := make(chan error, 1)
 	go func() {
-		_, _, err := c.Fetch(ctx, lisM, []uint64{1})
+		_, err := c.Fetch(ctx, lisM, []uint64{1})
 		fetched <- err
 	}()
 	waitFor(t, "calls in flight and queued", func() bool {

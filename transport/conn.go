@@ -19,17 +19,10 @@ import (
 // checkBatcher and fetchBatcher are the batchers of a peer.
 type (
 	checkBatcher = batcher[limiter.Forwarded, limiter.Answer]
-	fetchBatcher = batcher[uint64, fetched]
+	fetchBatcher = batcher[uint64, store.Entry]
 	checkCall    = wire.Call[limiter.Forwarded, limiter.Answer]
-	fetchCall    = wire.Call[uint64, fetched]
+	fetchCall    = wire.Call[uint64, store.Entry]
 )
-
-// fetched is one answer of a Fetch: a key's state, or, when owner is set,
-// the owner the callee's ring names for Entry.Key (limiter.OwnerHint).
-type fetched struct {
-	store.Entry
-	owner ring.Member
-}
 
 // peerConn is the client side of one peer: its connection, batchers and
 // circuit breaker.

@@ -79,7 +79,7 @@ func (p *epochPeer) SettleForwarded(ctx context.Context, from string, hops int, 
 	return p.fakePeer.SettleForwarded(ctx, from, hops, item, id)
 }
 
-func (p *epochPeer) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
+func (p *epochPeer) FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error) {
 	_ = p.note(ctx, "Fetch")
 	return p.fakePeer.FetchMoved(ctx, from, hashes)
 }
@@ -123,7 +123,7 @@ func callEveryMethod(t *testing.T, c *PeerClient, ctx context.Context, p *epochP
 	_, _, errs["Reserve"] = c.Reserve(ctx, m, 0, it, time.Minute)
 	_, _, errs["Settle"] = c.Settle(ctx, m, 0, it, store.LeaseID{ID: 1, Tag: 1})
 	_, errs["Admin"] = c.Admin(ctx, m, 0, it, limiter.AdminOp{})
-	_, _, errs["Fetch"] = c.Fetch(ctx, m, []uint64{1})
+	_, errs["Fetch"] = c.Fetch(ctx, m, []uint64{1})
 	e := store.Entry{Key: 3, Algorithm: bucket.TokenBucket, Token: bucket.TokenState{TAT: time.Now().UnixNano()}}
 	errs["Handoff"] = c.Handoff(ctx, m, []store.Entry{e}, []int{1})
 	errs["Replicate"] = c.Replicate(ctx, m, []store.Entry{e})

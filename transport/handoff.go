@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -34,16 +33,16 @@ const (
 // to the caller. Concurrent fetches from the same node are coalesced like
 // checks (adaptively, without BatchWindow). A state is returned to every
 // concurrent caller that asked for its hash.
-func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
+func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
 	if len(hashes) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	p, err := c.peerFor(from)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if p.br.rejects() {
-		return nil, nil, p.circuitErr
+		return nil, p.circuitErr
 	}
 	b := p.fetch
 	calls := make([]*fetchCall, 0, (len(hashes)+fetchBatch-1)/fetchBatch)
@@ -53,20 +52,13 @@ func (c *PeerClient) Fetch(ctx context.Context, from ring.Member, hashes []uint6
 		calls = append(calls, pc)
 	}
 	var out []store.Entry
-	var hints []limiter.OwnerHint
 	err = b.do(ctx, calls, func(pc *fetchCall) {
-		for _, f := range pc.Out {
-			if f.owner.Name != "" {
-				hints = append(hints, limiter.OwnerHint{Hash: f.Key, Owner: f.owner})
-			} else {
-				out = append(out, f.Entry)
-			}
-		}
+		out = append(out, pc.Out...)
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out, hints, nil
+	return out, nil
 }
 
 // sendFetch is the Fetch batcher's flush: one RPC for calls, unless the
@@ -105,22 +97,15 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 	for _, h := range hashes {
 		asked[h] = struct{}{}
 	}
-	entries := make([]fetched, 0, len(states))
+	entries := make([]store.Entry, 0, len(states))
 	for _, ks := range states {
 		var e store.Entry
 		if fromKeyState(&e, ks) != nil {
 			continue
 		}
 		if _, ok := asked[e.Key]; ok {
-			entries = append(entries, fetched{Entry: e})
+			entries = append(entries, e)
 		}
-	}
-	// Owner hints: only for hashes asked, with a name and a host:port.
-	for _, h := range resp.GetOwners() {
-		if _, ok := asked[h.GetHash()]; !ok || !validHint(h) || len(entries) >= (fetchCopies+1)*len(hashes) {
-			continue
-		}
-		entries = append(entries, fetched{Entry: store.Entry{Key: h.GetHash()}, owner: ring.Member{Name: h.GetName(), GRPCAddr: h.GetAddr()}})
 	}
 	if len(live) == 1 {
 		if pc := live[0]; pc.Claim() {
@@ -134,7 +119,7 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 		if !pc.Claim() {
 			continue
 		}
-		var out []fetched
+		var out []store.Entry
 		for i := range entries {
 			if !slices.Contains(pc.In, entries[i].Key) {
 				continue
@@ -151,20 +136,6 @@ func (p *peerConn) sendFetch(ctx context.Context, calls []*fetchCall, _ int) {
 		pc.Answer(nil)
 	}
 }
-
-// validHint reports whether an owner hint of a Fetch answer can name a
-// node: a name of at most maxHintName bytes and a host:port address.
-func validHint(h *sluicev1.OwnerHint) bool {
-	if n := len(h.GetName()); n == 0 || n > maxHintName {
-		return false
-	}
-	_, _, err := net.SplitHostPort(h.GetAddr())
-	return err == nil
-}
-
-// maxHintName bounds a node name in an owner hint (memberlist's names are
-// far shorter).
-const maxHintName = 256
 
 // fetchCopies bounds the states a Fetch answer may hold per hash asked:
 // the owner's state, copies of it travelling to new owners, an heir's copy.

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
-	"github.com/sluice-rl/sluice/limiter"
-	"github.com/sluice-rl/sluice/ring"
 	"github.com/sluice-rl/sluice/store"
 )
 
@@ -36,7 +34,7 @@ func TestPeerFetchAndHandoff(t *testing.T) {
 	if len(live) != int(bucket.LastAlgorithm) {
 		t.Fatalf("%d live sample entries, want one per algorithm", len(live))
 	}
-	got, _, err := c.Fetch(ctx, m, append(hashes, 12345))
+	got, err := c.Fetch(ctx, m, append(hashes, 12345))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +51,7 @@ func TestPeerFetchAndHandoff(t *testing.T) {
 	if !reflect.DeepEqual(got, live) {
 		t.Errorf("fetched\n %+v\nwant\n %+v", got, live)
 	}
-	if again, _, err := c.Fetch(ctx, m, hashes); err != nil || len(again) != 0 {
+	if again, err := c.Fetch(ctx, m, hashes); err != nil || len(again) != 0 {
 		t.Errorf("second fetch = %v, %v; want nothing (moved)", again, err)
 	}
 
@@ -67,32 +65,8 @@ func TestPeerFetchAndHandoff(t *testing.T) {
 		t.Errorf("handoffs = %+v, want the 5 entries with partitions [3 7]", hs)
 	}
 	// The states are back in the store, so a fetch finds them again.
-	if back, _, err := c.Fetch(ctx, m, hashes); err != nil || len(back) != len(live) {
+	if back, err := c.Fetch(ctx, m, hashes); err != nil || len(back) != len(live) {
 		t.Errorf("fetch after handoff = %d entries, %v; want %d", len(back), err, len(live))
-	}
-}
-
-// A Fetch answer names the owners the callee's ring gives hashes it holds
-// nothing of; hints for hashes not asked, or without a name, are dropped.
-func TestPeerFetchOwnerHints(t *testing.T) {
-	fake := newFakePeer(t, store.Config{})
-	fake.hints = []limiter.OwnerHint{
-		{Hash: 7, Owner: ring.Member{Name: "c", GRPCAddr: "127.0.0.3:8082"}},
-		{Hash: 8, Owner: ring.Member{Name: ""}},
-		{Hash: 8, Owner: ring.Member{Name: "e", GRPCAddr: "no port"}},
-		{Hash: 99, Owner: ring.Member{Name: "d", GRPCAddr: "127.0.0.4:8082"}},
-	}
-	m, _ := startPeerServer(t, "owner", fake)
-	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	entries, hints, err := c.Fetch(ctx, m, []uint64{7, 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []limiter.OwnerHint{{Hash: 7, Owner: ring.Member{Name: "c", GRPCAddr: "127.0.0.3:8082"}}}
-	if len(entries) != 0 || !reflect.DeepEqual(hints, want) {
-		t.Errorf("Fetch = %v, %+v; want no state and %+v", entries, hints, want)
 	}
 }
 
@@ -119,7 +93,7 @@ func TestPeerFetchKeepsCopiesOfAKey(t *testing.T) {
 	c := newTestPeerClient(t, PeerClientConfig{Self: "n1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	entries, _, err := c.Fetch(ctx, m, []uint64{7})
+	entries, err := c.Fetch(ctx, m, []uint64{7})
 	if err != nil {
 		t.Fatalf("Fetch: %v, want the three states of key 7", err)
 	}
@@ -221,7 +195,7 @@ func TestPeerFetchConcurrent(t *testing.T) {
 			for j := range hashes {
 				hashes[j] = uint64(i*per + j + 1)
 			}
-			got, _, err := c.Fetch(ctx, m, hashes)
+			got, err := c.Fetch(ctx, m, hashes)
 			if err != nil {
 				t.Error(err)
 				return
@@ -256,7 +230,7 @@ func TestPeerHandoffCarriesTokenDebt(t *testing.T) {
 	if err := fake.st.Import(e, t0); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := c.Fetch(ctx, m, []uint64{42})
+	got, err := c.Fetch(ctx, m, []uint64{42})
 	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], e) {
 		t.Fatalf("fetched %+v %v, want %+v", got, err, e)
 	}

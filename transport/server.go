@@ -30,7 +30,7 @@ type PeerService interface {
 	ReleaseForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, leaseID store.LeaseID) (limiter.Answer, bool, error)
 	ReserveForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, ttl time.Duration) (limiter.Answer, store.LeaseID, error)
 	SettleForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, id store.LeaseID) (limiter.Answer, limiter.SettleAnswer, error)
-	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error)
+	FetchMoved(ctx context.Context, from string, hashes []uint64) ([]store.Entry, error)
 	AcceptHandoff(ctx context.Context, from string, entries []store.Entry, donePartitions []int) (int, error)
 	AcceptReplicas(ctx context.Context, from string, entries []store.Entry) (int, error)
 	AdminForwarded(ctx context.Context, from string, hops int, item limiter.Forwarded, op limiter.AdminOp) (limiter.KeyInfo, error)
@@ -332,7 +332,7 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	if len(hashes) == 0 {
 		return resp, nil
 	}
-	entries, hints, err := s.svc.FetchMoved(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hashes)
+	entries, err := s.svc.FetchMoved(limiter.WithSenderEpoch(ctx, req.GetEpoch()), req.GetFrom(), hashes)
 	if err != nil {
 		return nil, peerStatus(err)
 	}
@@ -340,14 +340,6 @@ func (s *peerServer) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*sl
 	resp.States = make([]*sluicev1.KeyState, len(entries))
 	for i := range entries {
 		resp.States[i] = toKeyState(&states[i], &entries[i])
-	}
-	if len(hints) > 0 {
-		owners := make([]sluicev1.OwnerHint, len(hints))
-		resp.Owners = make([]*sluicev1.OwnerHint, len(hints))
-		for i, h := range hints {
-			owners[i] = sluicev1.OwnerHint{Hash: h.Hash, Name: h.Owner.Name, Addr: h.Owner.GRPCAddr}
-			resp.Owners[i] = &owners[i]
-		}
 	}
 	return resp, nil
 }

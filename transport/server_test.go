@@ -33,8 +33,7 @@ type fakePeer struct {
 	checks    []fakeCheck // one per CheckForwarded call, in arrival order
 	handoffs  []fakeHandoff
 	replicas  []store.Entry
-	hints     []limiter.OwnerHint // FetchMoved's answer
-	extra     []store.Entry       // FetchMoved adds them to what it extracts (copies in transit)
+	extra     []store.Entry // FetchMoved adds them to what it extracts (copies in transit)
 	fetches   int
 	arrived   chan struct{} // if not nil, signalled (non-blocking) per Check
 	lastFrom  string
@@ -127,13 +126,13 @@ func (f *fakePeer) SettleForwarded(_ context.Context, _ string, _ int, item limi
 	return limiter.Answer{Result: st.Result, Err: err}, limiter.SettleAnswer{Already: st.Already, Estimate: st.Estimate, Actual: st.Actual}, nil
 }
 
-func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
+func (f *fakePeer) FetchMoved(_ context.Context, from string, hashes []uint64) ([]store.Entry, error) {
 	f.mu.Lock()
 	f.fetches++
 	f.lastFrom = from
-	hints, extra := f.hints, f.extra
+	extra := f.extra
 	f.mu.Unlock()
-	return append(f.st.Extract(now(), hashes), extra...), hints, nil
+	return append(f.st.Extract(now(), hashes), extra...), nil
 }
 
 func (f *fakePeer) AcceptHandoff(_ context.Context, from string, entries []store.Entry, done []int) (int, error) {

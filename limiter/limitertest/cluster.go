@@ -27,6 +27,7 @@ type Cluster struct {
 	// Clock is the nodes' clock.
 	Clock     *Clock
 	configure func(*limiter.Config)
+	epochs    *epochLog // nil without epochs (NewEpochCluster)
 	mu        sync.Mutex
 	nodes     map[string]*limiter.Limiter
 }
@@ -38,6 +39,12 @@ type Cluster struct {
 // limiters are closed when the test ends.
 func NewCluster(t testing.TB, configure func(*limiter.Config), names ...string) *Cluster {
 	t.Helper()
+	c := newCluster(t, configure)
+	c.start(names)
+	return c
+}
+
+func newCluster(t testing.TB, configure func(*limiter.Config)) *Cluster {
 	c := &Cluster{t: t, Net: NewNetwork(1), Clock: NewClock(Epoch), configure: configure, nodes: map[string]*limiter.Limiter{}}
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -46,13 +53,18 @@ func NewCluster(t testing.TB, configure func(*limiter.Config), names ...string) 
 			l.Close()
 		}
 	})
+	return c
+}
+
+// start adds names and gives them the ring of them all.
+func (c *Cluster) start(names []string) {
+	c.t.Helper()
 	for _, name := range names {
 		c.Add(name)
 	}
 	if len(names) > 0 {
 		c.SetMembers(names...)
 	}
-	return c
 }
 
 // Add builds node name and attaches it to the network. Its ring is itself
@@ -65,6 +77,10 @@ func (c *Cluster) Add(name string) *limiter.Limiter {
 	cfg := limiter.Config{Logger: slog.New(slog.DiscardHandler), PeersAuthenticated: true}
 	if c.configure != nil {
 		c.configure(&cfg)
+	}
+	if c.epochs != nil {
+		c.epochs.configure(c, name, &cfg)
+		c.epochs.set(name, 0) // a new process: not routing by epochs yet
 	}
 	cfg.NodeName, cfg.Clock, cfg.Peers = name, c.Clock.Now, c.Net.Peers(name)
 	l, err := limiter.New(cfg)
@@ -124,16 +140,48 @@ func (c *Cluster) Names() []string {
 }
 
 // SetRing gives node on the ring of members (SetMembers only, as
-// node.onMembership does on a gossip change), without handing off.
+// node.onMembership does on a gossip change, or ringLoop on applying an
+// epoch), without handing off. In an epoch Cluster the ring is an epoch
+// (see NewEpochCluster), which the node has applied once SetRing returns.
 func (c *Cluster) SetRing(on string, members ...string) {
 	c.t.Helper()
+	var n uint64
+	if c.epochs != nil {
+		n = c.epochs.number(c.epochs.load(on), members)
+	}
+	if err := c.setRing(on, members, n); err != nil {
+		c.t.Fatalf("limitertest: %s: SetMembers(%v): %v", on, members, err)
+	}
+}
+
+// setRing gives node on the ring of members and, if epoch is not 0 and
+// ahead of the node's, records it as applied. Safe from any goroutine.
+func (c *Cluster) setRing(on string, members []string, epoch uint64) error {
+	c.mu.Lock()
+	l := c.nodes[on]
+	c.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("no node %s", on)
+	}
 	ms := make([]ring.Member, len(members))
 	for i, m := range members {
 		ms[i] = member(m)
 	}
-	if err := c.Node(on).SetMembers(ms); err != nil {
-		c.t.Fatalf("limitertest: %s: SetMembers(%v): %v", on, members, err)
+	if c.epochs == nil {
+		return l.SetMembers(ms)
 	}
+	c.epochs.setMu.Lock()
+	defer c.epochs.setMu.Unlock()
+	if epoch != 0 && c.epochs.load(on) >= epoch {
+		return nil // caught up meanwhile
+	}
+	if err := l.SetMembers(ms); err != nil {
+		return err
+	}
+	if epoch != 0 {
+		c.epochs.set(on, epoch)
+	}
+	return nil
 }
 
 // HandOff runs node on's handoff (as node.handoffLoop does after a ring
@@ -167,7 +215,10 @@ func (c *Cluster) Leave(name string, others ...string) error {
 	c.t.Helper()
 	l := c.Node(name)
 	l.SetLeaving()
-	c.SetRing(name, others...)
+	// Its own ring, no epoch's (it may never apply the one removing it).
+	if err := c.setRing(name, others, 0); err != nil {
+		c.t.Fatalf("limitertest: %s: SetMembers(%v): %v", name, others, err)
+	}
 	_, err := l.HandOff(context.Background())
 	return err
 }

@@ -11,7 +11,10 @@
 //   - Cluster, which builds limiters with limiter.New, each with its own
 //     store, and drives membership one step at a time (ring changes,
 //     handoffs, graceful leaves) as package node does, so that a test reads
-//     as a scenario and fixes the order in which nodes see each change.
+//     as a scenario and fixes the order in which nodes see each change;
+//     NewEpochCluster makes those rings the epochs of one log, with each
+//     node's applied epoch on its peer calls and a receiver behind caught
+//     up as the ring's Raft log would.
 //
 // Nothing here is a fake of the limiter or the store: only time and the
 // network's faults are simulated. It opens no sockets and starts no

@@ -427,17 +427,17 @@ func (p *peers) CheckAtomic(ctx context.Context, to ring.Member, hops int, items
 	}
 }
 
-func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, []limiter.OwnerHint, error) {
+func (p *peers) Fetch(ctx context.Context, from ring.Member, hashes []uint64) ([]store.Entry, error) {
 	if len(hashes) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	l, err := p.n.deliver(ctx, p.from, from.Name, mFetch)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	entries, hints, err := l.FetchMoved(p.stamp(ctx), p.from, hashes)
+	entries, err := l.FetchMoved(p.stamp(ctx), p.from, hashes)
 	p.n.runHookOf(mFetch, p.from, from.Name, true)
-	return entries, hints, refused(from.Name, err)
+	return entries, refused(from.Name, err)
 }
 
 func (p *peers) Handoff(ctx context.Context, to ring.Member, entries []store.Entry, donePartitions []int) error {

@@ -26,7 +26,7 @@ func TestNetworkFaults(t *testing.T) {
 	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
 	key := c.KeysOwnedBy("n0", "n1", "k", limiter.Request{Limit: hourly}, 1)[0]
 	fetch := func() error { // a direct call n0 -> n1
-		_, _, err := c.Net.Peers("n0").Fetch(context.Background(), ring.Member{Name: "n1"}, []uint64{1})
+		_, err := c.Net.Peers("n0").Fetch(context.Background(), ring.Member{Name: "n1"}, []uint64{1})
 		return err
 	}
 	tests := []struct {
@@ -107,11 +107,11 @@ func TestNetworkDropIsSeeded(t *testing.T) {
 		p := n.Peers("a")
 		out := make([]bool, 200)
 		for i := range out {
-			_, _, err := p.Fetch(context.Background(), ring.Member{Name: "b"}, []uint64{uint64(i)})
+			_, err := p.Fetch(context.Background(), ring.Member{Name: "b"}, []uint64{uint64(i)})
 			out[i] = err == nil
 		}
 		n.Detach("b")
-		if _, _, err := p.Fetch(context.Background(), ring.Member{Name: "b"}, []uint64{1}); !errors.Is(err, limiter.ErrPeerUnavailable) {
+		if _, err := p.Fetch(context.Background(), ring.Member{Name: "b"}, []uint64{1}); !errors.Is(err, limiter.ErrPeerUnavailable) {
 			t.Fatalf("fetch from a detached node: %v", err)
 		}
 		return out
