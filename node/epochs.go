@@ -55,8 +55,14 @@ type epochs struct {
 	routed  atomic.Bool                 // routing, for Ready
 }
 
-// localEpochTick is the group's tick under the local preset.
-const localEpochTick = 25 * time.Millisecond
+// localEpochTick is the group's tick under the local preset, and
+// localLease its lease: 2.6 election timeouts, LANConfig's proportion, so
+// that a lease outlasts an election and a leader's heartbeats late on a
+// loaded machine (DeadWait 990ms).
+const (
+	localEpochTick = 25 * time.Millisecond
+	localLease     = 650 * time.Millisecond
+)
 
 // bootstrapExpect is Config.BootstrapExpect, or its default: 1 without a
 // join list (a group of one at once), else the number of distinct seeds,
@@ -85,7 +91,7 @@ func (n *Node) newEpochs(reg prometheus.Registerer) error {
 		// tick (election timeout 250ms), not 10ms: several nodes in one
 		// process, under the race detector, beside others' load.
 		cfg = epoch.FastConfig(n.cfg.NodeName, n.peerAdv)
-		cfg.TickInterval = localEpochTick
+		cfg.TickInterval, cfg.LeaseDuration = localEpochTick, localLease
 	}
 	cfg.BootstrapExpect = n.cfg.bootstrapExpect()
 	sender, err := transport.NewRaftSender(transport.RaftSenderConfig{Peers: n.peers})
