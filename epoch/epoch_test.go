@@ -86,6 +86,25 @@ func TestJoinOfANodeWithNoState(t *testing.T) {
 	}
 }
 
+// A joiner joins the ring only once its log has caught up: when the
+// leader applies its Join epoch, the joiner has already applied every
+// epoch before it, so it routes by the new ring as soon as the others do
+// (the keys they send it are not refused while it catches up).
+func TestJoinerJoinsOnceCaughtUp(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		s := newSimNet(t, seed)
+		startAll(t, s, names(3))
+		s.start("n4", 3)
+		s.runUntil(5*time.Second, "n4's join applied by the leader", func() bool {
+			l := s.leader()
+			return l != nil && l.m.last.Change == (Change{Kind: Join, Name: "n4"})
+		})
+		if got, want := len(s.applied["n4"]), int(s.leader().m.last.Number)-1; got < want {
+			t.Fatalf("seed %d: when the leader applied n4's join, n4 had applied %d epochs, want the %d before it", seed, got, want)
+		}
+	}
+}
+
 func TestGracefulLeaveOfAVoterIsReplaced(t *testing.T) {
 	for _, leaderLeaves := range []bool{false, true} {
 		t.Run(fmt.Sprint("leader=", leaderLeaves), func(t *testing.T) {

@@ -42,6 +42,7 @@ type machine struct {
 	group   uint64
 	number  uint64
 	members map[string]member
+	gone    map[uint64]bool // Raft IDs of members the log removed
 	cs      *raftpb.ConfState
 	last    Epoch
 
@@ -107,6 +108,7 @@ func (m *machine) reset() error {
 	}
 	m.rn, m.appliedAt, m.resetDue = rn, 0, false
 	m.group, m.number, m.members, m.cs, m.last = 0, 0, map[string]member{}, &raftpb.ConfState{}, Epoch{}
+	m.gone = map[uint64]bool{}
 	m.leaderSince, m.lease, m.rounds, m.round, m.hbTicks = time.Time{}, time.Time{}, map[uint64]time.Time{}, 0, 0
 	return nil
 }
@@ -275,6 +277,9 @@ func (m *machine) apply(e *raftpb.Entry) {
 		return
 	}
 	m.cs = m.rn.ApplyConfChange(cc)
+	if rec != nil && (rec.Kind == Dead || rec.Kind == Leave) {
+		m.gone[rec.RaftID] = true
+	}
 	if rec != nil {
 		m.applyRecord(*rec)
 	}

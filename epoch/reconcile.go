@@ -165,11 +165,52 @@ func (m *machine) plan() proposal {
 		}
 		return proposal{} // wait for a voter or a learner to catch up
 	}
+	// A new joiner first becomes a learner that is no member (no epoch,
+	// no ring change), and joins the ring only once its log has caught
+	// up: it then applies its Join epoch as soon as the others do and
+	// serves the keys they route to it at once, rather than after a
+	// catch-up that outlasts their calls' wait. Joiners join in name
+	// order. A node under a Raft ID the log removed (it has not applied
+	// its removal yet: cut off, say) joins at once as before, which sends
+	// it the log, so that it applies its removal and restarts as a new
+	// peer. A learner that is no member, and no alive node's, is removed.
+	var joiners []Peer
+	alive := map[uint64]bool{}
 	for _, p := range m.view {
+		if p.Status != StatusAlive || p.RaftID == 0 {
+			continue
+		}
+		alive[p.RaftID] = true
 		_, member := m.members[p.Name]
-		if !member && p.Status == StatusAlive && p.RaftID != 0 && (p.Group == 0 || p.Group == m.group) && !voters[p.RaftID] && !learners[p.RaftID] {
-			rec := record{Kind: Join, Name: p.Name, Addr: p.GRPCAddr, RaftID: p.RaftID}
-			return proposal{cc: confChange([]*raftpb.ConfChangeSingle{single(raftpb.ConfChangeAddLearnerNode, p.RaftID)}, rec.encode())}
+		_, taken := byID[p.RaftID]
+		if !member && !taken && (p.Group == 0 || p.Group == m.group) && !voters[p.RaftID] {
+			joiners = append(joiners, p)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(learners)) {
+		if _, member := byID[id]; !member && !alive[id] {
+			return proposal{cc: confChange([]*raftpb.ConfChangeSingle{single(raftpb.ConfChangeRemoveNode, id)}, nil)}
+		}
+	}
+	join := func(p Peer) proposal {
+		// Adding a learner again changes nothing in Raft.
+		rec := record{Kind: Join, Name: p.Name, Addr: p.GRPCAddr, RaftID: p.RaftID}
+		return proposal{cc: confChange([]*raftpb.ConfChangeSingle{single(raftpb.ConfChangeAddLearnerNode, p.RaftID)}, rec.encode())}
+	}
+	for _, p := range joiners {
+		switch {
+		case m.gone[p.RaftID] && !learners[p.RaftID]:
+			return join(p)
+		case !learners[p.RaftID]:
+			return proposal{cc: confChange([]*raftpb.ConfChangeSingle{single(raftpb.ConfChangeAddLearnerNode, p.RaftID)}, nil)}
+		}
+	}
+	for _, p := range joiners {
+		if !m.gone[p.RaftID] {
+			if caughtUp[p.RaftID] {
+				return join(p)
+			}
+			break
 		}
 	}
 	want := votersFor(len(m.members), m.cfg.MaxVoters)
