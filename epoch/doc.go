@@ -28,7 +28,9 @@
 // Raft ID (it restarted without state) is removed as Dead; a member that
 // left is removed as Leave (a leader that leaves first hands leadership to
 // a caught-up voter); a node that is alive, advertises a Raft ID and no
-// group, and is not a member, joins as a learner; then voters are promoted
+// group, and is not a member, is added as a learner outside the ring (no
+// epoch), and joins (its Join epoch, joiners in name order) once its log
+// has caught up with the leader's; then voters are promoted
 // from caught-up learners, or demoted, to keep them at the largest odd
 // number at most min(MaxVoters, members) (an even number tolerates no more
 // failures than one fewer). A voter's removal promotes a learner in the
