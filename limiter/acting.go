@@ -133,6 +133,16 @@ func (l *Limiter) isHeir(v *view, j *job) bool {
 	return l.firstHeir(v, j.hash) || l.gaveAway(v, j.hash)
 }
 
+// laterHeir reports whether this node is neither the owner nor the first
+// heir of hash on v: it acts for the key only when its earlier heirs could
+// not be reached (toHeir).
+func (l *Limiter) laterHeir(v *view, hash uint64) bool {
+	if _, mine := v.owner(l.name, hash); mine {
+		return false
+	}
+	return !l.firstHeir(v, hash)
+}
+
 // firstHeir reports whether this node is the first heir of hash on v.
 func (l *Limiter) firstHeir(v *view, hash uint64) bool {
 	if v == nil || v.heirs == nil {
@@ -189,6 +199,14 @@ func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 	keys := []uint64{j.hash}
 	states := append(l.repl.copies.Copy(now, keys), l.store.Copy(now, keys)...)
 	states = append(states, l.transit.appendMissing(keys, nil)...)
+	if len(states) == 0 && l.laterHeir(v, j.hash) && len(l.repl.acting.Copy(now, keys)) == 0 {
+		// A later heir that holds nothing of the key (one that has just
+		// joined, or that the first round of replication on a new ring
+		// has not reached) would count it afresh: its local share answers.
+		res.Result = l.fallbackTake(v, policy.FailLocal, j.hash, j.limit, j.cost, now)
+		l.noteFallback(j, policy.FailLocal)
+		return
+	}
 	for _, e := range states {
 		_ = l.repl.acting.Import(e, now) // an invalid state was refused when it came
 	}

@@ -110,3 +110,35 @@ func TestSplitMajorityDecidesOnALaterHeirsCopy(t *testing.T) {
 		t.Errorf("the key admitted %d in all, bound L + 2*floor(L/5) = %d", total, bound)
 	}
 }
+
+// A later heir that holds nothing of a key (the owner's round of
+// replication has not reached it: a joiner, a new ring) does not count it
+// afresh when its owner and first heir are unreachable: its local share
+// answers, one share for every caller that reaches it.
+func TestLaterHeirWithoutACopyAnswersFromItsShare(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e"}
+	c := limitertest.NewCluster(t, nil, names...)
+	key := c.KeysOwnedBy("a", "a", "k", limiter.Request{Limit: hourly}, 1)[0]
+	heirs, err := c.Node("a").Ring().Heirs(limiter.AutoReplicas(len(names)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, _ := heirs.Heir(identity.Inline(uint8(hourly.Algorithm), hourly.Period, key), 0)
+	spend(t, c, "a", []string{key}, hourly, 60) // no round of replication
+	got := 0
+	for _, on := range names {
+		if on == "a" || on == h1.Name {
+			continue
+		}
+		c.Net.Cut(on, "a")
+		c.Net.Cut(on, h1.Name)
+	}
+	for _, on := range names {
+		if on != "a" && on != h1.Name {
+			got += admitted(c, on, key, 30)
+		}
+	}
+	if got != 100/5 {
+		t.Errorf("the nodes cut off from the owner and first heir admitted %d, want the second heir's local share, 20", got)
+	}
+}
