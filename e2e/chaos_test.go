@@ -56,11 +56,14 @@ const chaosLimit = 30
 // what the owner admitted in its last replication interval (nothing here:
 // the keys are spent before the fault), and the target is 1.1 L; when the
 // killed node comes back, L plus its local share of the nodes' count;
-// while part of the cluster is cut off, 2 L and a local share. refill is
-// the whole units the key's bucket refilled from the start of its
-// spending to the end of the event (its keys are fresh, so this is
-// exact); the kinds that answer from local shares get one unit more, for
-// the shares' own refill.
+// while part of the cluster is cut off, L plus what the cut-off side
+// admitted as owner within one lease interval (nothing here: the keys are
+// spent before the fault) plus the local shares of the side without a
+// majority (one node cut off: 1; a split of n nodes: n/2, the smaller
+// side, or with 4 either side of 2|2). refill is the whole units the key's
+// bucket refilled from the start of its spending to the end of the event
+// (its keys are fresh, so this is exact); the kinds that answer from local
+// shares get one unit more, for the shares' own refill.
 func chaosBound(k faultKind, L, nodes, refill int) int {
 	if k == faultJoin || k == faultLeave || k == faultGraceful {
 		return L + refill
@@ -78,17 +81,18 @@ func chaosBound(k faultKind, L, nodes, refill int) int {
 		// local share while its connections to the nodes holding them
 		// come up (docs/failure.md).
 		return L + L/nodes + refill
-	case faultPartition:
-		// Each side counts on its own: the smaller from the local share
-		// (or the heir's copy) while it still sees the others, then
-		// afresh on its own ring once it has dropped them.
-		return 2*L + L/nodes + refill
-	case faultSplit:
-		// As for one node cut off, but a 2 | 3 split can put a key's
-		// owner and its heir both on the smaller side: each node of the
-		// larger side then answers from its local share until its ring
-		// drops them.
-		return 2*L + max(1, nodes-2)*(L/nodes) + refill
+	case faultPartition, faultSplit:
+		// The side holding a majority of the nodes holds the owner or a
+		// copy of every key (--replicas auto: a majority of the copies)
+		// and answers on it; the other side, without owner leases,
+		// answers from its local shares of L/nodes (its ring keeps the
+		// nodes it cannot remove), less where the state or copy it holds
+		// denies.
+		minority := 1
+		if k == faultSplit {
+			minority = nodes / 2
+		}
+		return L + minority*(L/nodes) + refill
 	}
 	return L + refill
 }

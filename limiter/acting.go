@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-rl/sluice/bucket"
 	"github.com/sluice-rl/sluice/policy"
@@ -31,13 +32,21 @@ import (
 // talk), as with local shares.
 
 // unreachableAll answers jobs whose owner could not be reached: those the
-// key's first heir can decide are sent to it (or decided here when this
-// node is the heir), the others, and those whose heir cannot be reached
-// either, go to unreachable.
+// key's heirs can decide are sent to the first heir (or decided here when
+// this node is that heir); those whose first heir cannot be reached
+// either go to the next heir, and so on (with 2 or more heirs, the side of
+// a split that cut off the owner and its first heir reaches a later heir,
+// which holds a copy too); the others, and those no heir answered, go to
+// unreachable.
 func (l *Limiter) unreachableAll(ctx context.Context, v *view, hops int, jobs []*job, owner ring.Member, err error, now int64) {
+	l.toHeir(ctx, v, hops, jobs, owner, err, now, 0)
+}
+
+// toHeir is unreachableAll from the k-th heir of each job's key on.
+func (l *Limiter) toHeir(ctx context.Context, v *view, hops int, jobs []*job, owner ring.Member, err error, now int64, k int) {
 	var byHeir map[string][]*job
 	for _, j := range jobs {
-		h, ok := l.heirFor(ctx, v, hops, j, owner)
+		h, ok := l.heirFor(ctx, v, hops, j, owner, k)
 		switch {
 		case !ok:
 			l.unreachable(ctx, v, hops, j, owner, err, now)
@@ -59,14 +68,14 @@ func (l *Limiter) unreachableAll(ctx context.Context, v *view, hops int, jobs []
 		for i, j := range group {
 			items[i] = Forwarded{Hash: j.hash, Limit: j.limit, Cost: j.cost, Acting: true, Inline: j.inline, Client: j.client}
 		}
-		pctx, cancel := reserveContext(ctx, 2)
+		// Half of what the owner's call left for the first heir, less
+		// for each next: the rest stays for the local share.
+		pctx, cancel := reserveContext(ctx, time.Duration(k+2))
 		herr := l.peers.Check(pctx, heir, 0, items, answers)
 		cancel()
 		if herr != nil {
-			l.log.Debug("heir unreachable too: local share", "owner", owner.Name, "heir", name, "err", herr)
-			for _, j := range group {
-				l.unreachable(ctx, v, hops, j, owner, err, now)
-			}
+			l.log.Debug("heir unreachable too: next heir or local share", "owner", owner.Name, "heir", name, "err", herr)
+			l.toHeir(ctx, v, hops, group, owner, err, now, k+1)
 			continue
 		}
 		for i, j := range group {
@@ -80,19 +89,19 @@ func (l *Limiter) unreachableAll(ctx context.Context, v *view, hops int, jobs []
 	}
 }
 
-// heirFor returns the node that decides j for its unreachable owner: the
-// key's first heir on v, if replication is on and j is a plain check of
-// a FailLocal limit, other than a concurrency lease, sent by this node's
-// own caller.
-func (l *Limiter) heirFor(ctx context.Context, v *view, hops int, j *job, owner ring.Member) (ring.Member, bool) {
+// heirFor returns the node that decides j for its unreachable owner when
+// the key's heirs before the k-th could not be reached: its k-th heir on
+// v, if replication is on and j is a plain check of a FailLocal limit,
+// other than a concurrency lease, sent by this node's own caller.
+func (l *Limiter) heirFor(ctx context.Context, v *view, hops int, j *job, owner ring.Member, k int) (ring.Member, bool) {
 	if hops > 0 || ctx.Err() != nil || v == nil || v.heirs == nil || j.mode != policy.FailLocal ||
 		j.upTo || j.credit || j.report || j.limit.Algorithm == bucket.Concurrency {
 		return ring.Member{}, false
 	}
-	if l.gaveAway(v, j.hash) {
+	if k == 0 && l.gaveAway(v, j.hash) {
 		return ring.Member{Name: l.name}, true
 	}
-	h, ok := v.heirs.Heir(j.hash, 0)
+	h, ok := v.heirs.Heir(j.hash, k)
 	if !ok || h.Name == owner.Name {
 		return ring.Member{}, false
 	}
@@ -122,6 +131,16 @@ func (l *Limiter) isHeir(v *view, j *job) bool {
 		return false
 	}
 	return l.firstHeir(v, j.hash) || l.gaveAway(v, j.hash)
+}
+
+// laterHeir reports whether this node is neither the owner nor the first
+// heir of hash on v: it acts for the key only when its earlier heirs could
+// not be reached (toHeir).
+func (l *Limiter) laterHeir(v *view, hash uint64) bool {
+	if _, mine := v.owner(l.name, hash); mine {
+		return false
+	}
+	return !l.firstHeir(v, hash)
 }
 
 // firstHeir reports whether this node is the first heir of hash on v.
@@ -158,6 +177,21 @@ func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 		l.noteFallback(j, policy.FailLocal)
 		return
 	}
+	if !l.leaseHeld(now) {
+		// Cut off from the majority: the side that holds it acts on a
+		// copy of its own (a later heir's) and takes the key over, so
+		// this side answers from the local share, no more, and less
+		// when the state, copy or acting count here already denies.
+		for _, st := range []*store.Store{l.store, l.repl.copies, l.repl.acting} {
+			if r, ok := deniesOn(st, j, now); ok {
+				res.Result = r
+				return
+			}
+		}
+		res.Result = l.fallbackTake(v, policy.FailLocal, j.hash, j.limit, j.cost, now)
+		l.noteFallback(j, policy.FailLocal)
+		return
+	}
 	// The copy, and the key's own state if this node holds one (it owned
 	// the key until the ring moved it, and has not handed it off yet, or
 	// is handing it off now: see transit, or took its copy over): acting
@@ -165,6 +199,14 @@ func (l *Limiter) actOnCopy(v *view, j *job, now int64) {
 	keys := []uint64{j.hash}
 	states := append(l.repl.copies.Copy(now, keys), l.store.Copy(now, keys)...)
 	states = append(states, l.transit.appendMissing(keys, nil)...)
+	if len(states) == 0 && l.laterHeir(v, j.hash) && len(l.repl.acting.Copy(now, keys)) == 0 {
+		// A later heir that holds nothing of the key (one that has just
+		// joined, or that the first round of replication on a new ring
+		// has not reached) would count it afresh: its local share answers.
+		res.Result = l.fallbackTake(v, policy.FailLocal, j.hash, j.limit, j.cost, now)
+		l.noteFallback(j, policy.FailLocal)
+		return
+	}
 	for _, e := range states {
 		_ = l.repl.acting.Import(e, now) // an invalid state was refused when it came
 	}

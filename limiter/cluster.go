@@ -83,8 +83,8 @@ func (l *Limiter) SetMembers(members []ring.Member) error {
 	l.departed.note(oldRing, r, now, now.Add(l.pendingTTL))
 	nv := &view{ring: r, pending: l.pendingFor(old, prev, r, mine), orphaned: l.orphans(old, oldRing, r)}
 	l.deadWaitsFor(nv, old, oldRing, r)
-	if l.repl.n > 0 && r.Len() > 1 {
-		if nv.heirs, err = r.Heirs(l.repl.n); err != nil {
+	if n := l.repl.heirsOn(r.Len()); n > 0 && r.Len() > 1 {
+		if nv.heirs, err = r.Heirs(n); err != nil {
 			return fmt.Errorf("limiter: %w", err)
 		}
 	}

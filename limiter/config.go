@@ -26,10 +26,32 @@ const (
 	DefaultPendingTTL   = 30 * time.Second
 	DefaultFetchTimeout = 500 * time.Millisecond
 	DefaultReportKeys   = 10_000
-	DefaultReplicas     = 1
 	// MaxReplicas is the most heirs a key may be copied to.
 	MaxReplicas = 3
 )
+
+// AutoReplicas is the number of heirs each key has on a ring of n members
+// when Config.Replicas is 0: a majority of the copies, ⌊n/2⌋ (at most
+// MaxReplicas): 0 for one member, 1 for 2 or 3, 2 for 4 or 5, 3 from 6.
+// The owner and its heirs are then ⌊n/2⌋+1 members, so any side of a
+// split that holds more than half of the members (the side that can
+// agree epochs and remove the others) holds the owner or a copy, for
+// rings of up to 7 members: the owner and a first heir both cut off
+// from it leave the key to a later heir's copy, not to a fresh count
+// (docs/failure.md, "A split").
+func AutoReplicas(n int) int { return min(max(n/2, 0), MaxReplicas) }
+
+// autoHeirs is replication.n for Config.Replicas 0: AutoReplicas of
+// each ring's member count.
+const autoHeirs = -1
+
+// heirsOn returns the heirs per key on a ring of members members.
+func (r *replication) heirsOn(members int) int {
+	if r.n == autoHeirs {
+		return AutoReplicas(members)
+	}
+	return r.n
+}
 
 // Config configures a Limiter. The zero value of an optional field means
 // its default.
@@ -76,10 +98,13 @@ type Config struct {
 	// beyond it. 0 means DefaultReportKeys; negative turns reports off.
 	ReportKeys int
 	// Replicas is how many heirs of each key keep a copy of its state
-	// (see replicate.go); 0 means DefaultReplicas, negative turns
-	// replication off. A limiter without Peers replicates nothing. With
-	// replication, Store.MaxBytes caps the states and the copies this node
-	// holds together: replicas/(1+replicas) of it go to the copies.
+	// (see replicate.go): 1 to MaxReplicas; 0 means AutoReplicas of each
+	// ring's member count (a majority of the copies on any side holding
+	// more than half of the members); negative turns replication off. A
+	// limiter without Peers replicates nothing. With replication,
+	// Store.MaxBytes caps the states and the copies this node holds
+	// together: replicas/(1+replicas) of it go to the copies (half of it
+	// with 0, as for one heir).
 	Replicas int
 	// OnChanged, if set, receives the states the store logged as changed
 	// since the last Replicate, each time Replicate drains the log (the
@@ -135,17 +160,21 @@ func New(cfg Config) (*Limiter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	replicas := cfg.Replicas
+	replicas := cfg.Replicas // heirs per key; autoHeirs: by the ring
 	switch {
-	case replicas == 0:
-		replicas = DefaultReplicas
 	case replicas < 0 || cfg.Peers == nil:
 		replicas = 0
+	case replicas == 0:
+		replicas = autoHeirs
 	}
-	cfg.Store.TrackChanges = replicas > 0 || cfg.OnChanged != nil
+	cfg.Store.TrackChanges = replicas != 0 || cfg.OnChanged != nil
 	// The memory cap covers the states and their copies: a node holds
-	// about replicas copies for each state it owns.
-	copiesCap := cfg.Store.MaxBytes * int64(replicas) / int64(1+replicas)
+	// about replicas copies for each state it owns (one with autoHeirs).
+	perState := max(replicas, 1)
+	copiesCap := cfg.Store.MaxBytes * int64(perState) / int64(1+perState)
+	if replicas == 0 {
+		copiesCap = 0
+	}
 	cfg.Store.MaxBytes -= copiesCap
 	st, err := store.New(cfg.Store)
 	if err != nil {
@@ -182,7 +211,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.maxLeaseTTL = DefaultMaxLeaseTTL
 	}
 	l.acks.ttl = l.pendingTTL
-	if replicas > 0 {
+	if replicas != 0 {
 		l.repl.n = replicas
 		l.repl.urgent = make(chan struct{}, 1)
 		if l.repl.copies, err = store.New(store.Config{MaxBytes: copiesCap}); err != nil {
@@ -222,7 +251,7 @@ func (c *Config) validate() error {
 	case c.PendingTTL < 0:
 		return fmt.Errorf("%w: PendingTTL: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultPendingTTL, c.PendingTTL)
 	case c.Replicas > MaxReplicas:
-		return fmt.Errorf("%w: Replicas: at most %d, got %d", ErrInvalidConfig, MaxReplicas, c.Replicas)
+		return fmt.Errorf("%w: Replicas: at most %d (0 = by the ring's size, negative = off), got %d", ErrInvalidConfig, MaxReplicas, c.Replicas)
 	case c.FetchTimeout < 0:
 		return fmt.Errorf("%w: FetchTimeout: must be >= 0 (0 = %s), got %s", ErrInvalidConfig, DefaultFetchTimeout, c.FetchTimeout)
 	case c.Epoch != nil && c.WaitEpoch == nil:

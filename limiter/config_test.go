@@ -60,3 +60,13 @@ func TestNewAcceptsDefaults(t *testing.T) {
 		t.Fatalf("ring after the refused SetMembers: %v, want the one-node ring kept", r)
 	}
 }
+
+// With Replicas 0 each key has a majority of the copies: ⌊N/2⌋ heirs on a
+// ring of N, at most MaxReplicas.
+func TestAutoReplicas(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3, 20: limiter.MaxReplicas} {
+		if got := limiter.AutoReplicas(n); got != want {
+			t.Errorf("AutoReplicas(%d) = %d, want %d", n, got, want)
+		}
+	}
+}

@@ -88,10 +88,15 @@ func (l *Limiter) fallback(v *view, j *job, owner ring.Member, cause error, now 
 // answer is a pure function of the state); other algorithms, and a node
 // holding nothing of the key, get the failure mode.
 func (l *Limiter) heldDenies(j *job, now int64) (bucket.Result, bool) {
-	if j.limit.Algorithm != bucket.TokenBucket || j.cost <= 0 || j.upTo || j.credit || j.report {
+	return deniesOn(l.store, j, now)
+}
+
+// deniesOn is heldDenies on the state st holds of j's key.
+func deniesOn(st *store.Store, j *job, now int64) (bucket.Result, bool) {
+	if st == nil || j.limit.Algorithm != bucket.TokenBucket || j.cost <= 0 || j.upTo || j.credit || j.report {
 		return bucket.Result{}, false
 	}
-	held := l.store.Copy(now, []uint64{j.hash})
+	held := st.Copy(now, []uint64{j.hash})
 	if len(held) != 1 || held[0].Algorithm != bucket.TokenBucket {
 		return bucket.Result{}, false
 	}

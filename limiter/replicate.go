@@ -65,7 +65,7 @@ type ReplicaStats struct {
 
 // replication is a limiter's replication state.
 type replication struct {
-	n        int          // heirs per key; 0: off
+	n        int          // heirs per key; 0: off; autoHeirs: by the ring
 	copies   *store.Store // the copies this node holds as an heir
 	acting   *store.Store // what it admitted acting for owners (acting.go)
 	lastView *view        // the view of the last round (Replicate only)

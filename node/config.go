@@ -228,8 +228,11 @@ type Config struct {
 	// SweepInterval is how often expired states are dropped from the store.
 	SweepInterval time.Duration
 	// Replicas is how many heirs of each key (the nodes that take it over
-	// if its owner dies) keep a copy of its state, from 0 (off) to
-	// limiter.MaxReplicas; DefaultConfig: 1. See docs/failure.md.
+	// if its owner dies) keep a copy of its state: ReplicasAuto (a
+	// majority of the copies, limiter.AutoReplicas of the ring's members:
+	// 1 heir with 2 or 3 nodes, 2 with 4 or 5, 3 from 6), 0 (off), or 1 to
+	// limiter.MaxReplicas; DefaultConfig: ReplicasAuto. See
+	// docs/failure.md.
 	Replicas int
 	// ReplicationInterval is how often the states changed since the last
 	// round are sent to their heirs: a kill -9 of an owner loses what it
@@ -272,6 +275,31 @@ type Config struct {
 	peerBreakerClock func() time.Time
 }
 
+// ReplicasAuto is Config.Replicas for a majority of the copies: each key
+// has limiter.AutoReplicas(N) heirs on a ring of N members, so that a side
+// of a split holding more than half of the members holds a copy of every
+// key's count (docs/failure.md). `--replicas auto`, the default.
+const ReplicasAuto = -1
+
+// MaxReplicas is the most heirs Config.Replicas may ask for.
+const MaxReplicas = limiter.MaxReplicas
+
+// AutoReplicas is the number of heirs ReplicasAuto gives each key on a
+// ring of n members: ⌊n/2⌋, at most MaxReplicas (limiter.AutoReplicas).
+func AutoReplicas(n int) int { return limiter.AutoReplicas(n) }
+
+// limiterReplicas is limiter.Config.Replicas for Config.Replicas r (0 is
+// off here, auto there).
+func limiterReplicas(r int) int {
+	switch r {
+	case ReplicasAuto:
+		return 0
+	case 0:
+		return -1
+	}
+	return r
+}
+
 // DefaultConfig is the configuration of `sluice serve` with no flags: a
 // single node that is a whole cluster of one, its store capped at
 // DefaultStoreMaxBytes(HostMemory()).
@@ -299,7 +327,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 30 * time.Second,
 		MaxLeaseTTL:     limiter.DefaultMaxLeaseTTL,
 
-		Replicas:            limiter.DefaultReplicas,
+		Replicas:            ReplicasAuto,
 		ReplicationInterval: 50 * time.Millisecond,
 		DataSyncInterval:    persist.DefaultSyncInterval,
 
@@ -349,9 +377,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: LeaveLinger: must be >= 0", ErrInvalidConfig)
 	case c.SweepInterval <= 0:
 		return fmt.Errorf("%w: SweepInterval: must be > 0", ErrInvalidConfig)
-	case c.Replicas < 0 || c.Replicas > limiter.MaxReplicas:
-		return fmt.Errorf("%w: Replicas: must be from 0 (off) to %d, got %d", ErrInvalidConfig, limiter.MaxReplicas, c.Replicas)
-	case c.Replicas > 0 && c.ReplicationInterval <= 0:
+	case c.Replicas < ReplicasAuto || c.Replicas > limiter.MaxReplicas:
+		return fmt.Errorf("%w: Replicas: must be ReplicasAuto (%d, by the ring's size), 0 (off) or 1 to %d, got %d", ErrInvalidConfig, ReplicasAuto, limiter.MaxReplicas, c.Replicas)
+	case c.Replicas != 0 && c.ReplicationInterval <= 0:
 		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with Replicas %d", ErrInvalidConfig, c.Replicas)
 	case c.DataDir != "" && c.ReplicationInterval <= 0:
 		return fmt.Errorf("%w: ReplicationInterval: must be > 0 with DataDir", ErrInvalidConfig)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/limiter"
 )
 
 // TestConfigRLSSettings: the RLS settings' bad values are errors naming
@@ -39,6 +41,30 @@ func TestConfigRLSSettings(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 		case tt.field != "" && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field+":")):
 			t.Errorf("%s: %v, want ErrInvalidConfig naming %s", tt.name, err, tt.field)
+		}
+	}
+}
+
+// Replicas is ReplicasAuto (the default), 0 (off) or 1 to
+// limiter.MaxReplicas; anything else is refused naming the field.
+func TestConfigReplicas(t *testing.T) {
+	if got := DefaultConfig().Replicas; got != ReplicasAuto {
+		t.Errorf("DefaultConfig().Replicas = %d, want ReplicasAuto", got)
+	}
+	for _, tc := range []struct {
+		replicas int
+		ok       bool
+	}{{ReplicasAuto, true}, {0, true}, {1, true}, {limiter.MaxReplicas, true}, {limiter.MaxReplicas + 1, false}, {-2, false}} {
+		c := DefaultConfig()
+		c.Replicas = tc.replicas
+		err := c.validate()
+		if tc.ok != (err == nil) || (err != nil && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Replicas:"))) {
+			t.Errorf("Replicas %d: err = %v, want ok %v (else ErrInvalidConfig naming Replicas)", tc.replicas, err, tc.ok)
+		}
+	}
+	for r, want := range map[int]int{ReplicasAuto: 0, 0: -1, 2: 2} {
+		if got := limiterReplicas(r); got != want {
+			t.Errorf("limiterReplicas(%d) = %d, want %d", r, got, want)
 		}
 	}
 }

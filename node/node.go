@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -168,7 +167,7 @@ func New(cfg Config) (n *Node, err error) {
 		// Peer calls come over the cluster secret's or peer mTLS's TLS.
 		PeersAuthenticated: auth == authSecret || auth == authPeerTLS,
 		Grants:             cfg.Grants,
-		Replicas:           cmp.Or(cfg.Replicas, -1), // 0 is off here, the default there
+		Replicas:           limiterReplicas(cfg.Replicas),
 		Policies:           set,
 		Registerer:         reg,
 		Logger:             log,

@@ -41,7 +41,7 @@ func (n *Node) Run(ctx context.Context) error {
 	g.Go(func() error { return n.cluster.Run(gctx) })
 	g.Go(func() error { n.handoffLoop(gctx); return nil })
 	g.Go(func() error { n.sweepLoop(gctx); return nil })
-	if n.cfg.Replicas > 0 || n.disk.w != nil {
+	if n.cfg.Replicas != 0 || n.disk.w != nil {
 		g.Go(func() error { n.replicateLoop(gctx); return nil })
 	}
 	if n.disk.w != nil {

@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+
+	"github.com/sluice-rl/sluice/node"
 )
 
 // referenceEnv names the environment twins of the flags that
@@ -75,5 +78,32 @@ func (l *listFlag) Set(v string) error {
 			*l = append(*l, s)
 		}
 	}
+	return nil
+}
+
+// replicasFlag is --replicas: "auto" (node.ReplicasAuto, the default), or
+// a count of heirs from 0 (off) to node.MaxReplicas.
+type replicasFlag struct{ n *int }
+
+func (r replicasFlag) String() string {
+	switch {
+	case r.n == nil: // flag's zero value
+		return ""
+	case *r.n == node.ReplicasAuto:
+		return "auto"
+	}
+	return strconv.Itoa(*r.n)
+}
+
+func (r replicasFlag) Set(v string) error {
+	if v == "auto" {
+		*r.n = node.ReplicasAuto
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > node.MaxReplicas {
+		return fmt.Errorf("must be auto, 0 (off) or 1 to %d", node.MaxReplicas)
+	}
+	*r.n = n
 	return nil
 }

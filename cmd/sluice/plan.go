@@ -14,6 +14,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/sluice-rl/sluice/internal/plan"
+	"github.com/sluice-rl/sluice/node"
 )
 
 // runPlan prints the capacity estimate of internal/plan for a cluster's
@@ -25,7 +26,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(numberFlag{&in.RPS}, "rps", "checks per second offered to the whole cluster, e.g. 100000 or 1e5 (required)")
 	fs.Var(numberFlag{&in.Keys}, "keys", "distinct keys live at once in the whole cluster, e.g. 10000000 or 1e7 (required)")
 	fs.IntVar(&in.Nodes, "nodes", 3, "nodes in the cluster")
-	fs.IntVar(&in.Replicas, "replicas", 1, "copies of each key's state on its heirs, as `sluice serve --replicas` (default 1, 0 on a single node)")
+	fs.IntVar(&in.Replicas, "replicas", 0, "copies of each key's state on its heirs, as `sluice serve --replicas` (default: as its auto, half the nodes rounded down, at most 3: 1 with 2 or 3 nodes, 0 on a single node)")
 	fs.Float64Var(&in.RoutedShare, "routed-share", 0, "share of checks, 0 to 1, from the Go client, which sends each to its owner (never forwarded)")
 	fs.Float64Var(&in.GrantShare, "grant-share", 0, "share of the other checks, 0 to 1, on keys hot enough for local token grants")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -42,8 +43,8 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--%s is required", f)
 		}
 	}
-	if !set["replicas"] && in.Nodes <= 1 {
-		in.Replicas = 0 // a single node has no heir
+	if !set["replicas"] {
+		in.Replicas = node.AutoReplicas(in.Nodes) // sluice serve's default
 	}
 	e, err := plan.Compute(in)
 	if err != nil {

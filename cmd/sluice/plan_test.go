@@ -14,8 +14,8 @@ func TestPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	// The default --replicas 1: each node holds its third of the keys and
-	// a copy of another third.
+	// The default --replicas, as sluice serve's auto, is 1 on 3 nodes: each
+	// node holds its third of the keys and a copy of another third.
 	for _, s := range []string{"1 replicas", "6,666,667", "277.3 MiB", "254.3 MiB", "508.6 MiB", "0.42 cores", "66,667/s"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("no %q in:\n%s", s, out.String())
@@ -85,5 +85,19 @@ func TestPlanBadInput(t *testing.T) {
 				t.Errorf("printed an estimate:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// Without --replicas, plan counts the heirs sluice serve's auto gives the
+// nodes: 2 on 5 nodes, 0 on one.
+func TestPlanReplicasAsServeAuto(t *testing.T) {
+	for nodes, want := range map[string]string{"5": "2 replicas", "1": "0 replicas"} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"plan", "--rps", "1000", "--keys", "1e6", "--nodes", nodes}, &out, &errb); code != 0 {
+			t.Fatalf("--nodes %s: exit %d: %s", nodes, code, errb.String())
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--nodes %s: want %q in:\n%s", nodes, want, out.String())
+		}
 	}
 }
