@@ -64,16 +64,3 @@ func remainingOrFallback(t *testing.T, c *limitertest.Cluster, on string, ks []s
 	}
 	return bad
 }
-
-// waitFor waits, polling, until cond holds, and fails the test if it does
-// not within d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
