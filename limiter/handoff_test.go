@@ -137,11 +137,11 @@ func expectKept(t *testing.T, c *limitertest.Cluster, on string, ks []string) {
 }
 
 // runScenario spends 60 of hourly on 30 keys through n0 of a cluster of
-// n0, n1, n2, runs steps, and checks that the counters were kept at every
-// read.
+// n0, n1, n2 whose rings are epochs (limitertest.NewEpochCluster), runs
+// steps, and checks that the counters were kept at every read.
 func runScenario(t *testing.T, steps []step) {
 	t.Helper()
-	c := limitertest.NewCluster(t, nil, "n0", "n1", "n2")
+	c := limitertest.NewEpochCluster(t, nil, "n0", "n1", "n2")
 	ks := keys(30)
 	spend(t, c, "n0", ks, hourly, 60)
 	for i, s := range steps {

@@ -105,6 +105,9 @@ func (c *Cluster) Add(name string) *limiter.Limiter {
 func (c *Cluster) Remove(name string) {
 	c.t.Helper()
 	c.Net.Detach(name)
+	if c.epochs != nil {
+		c.epochs.forget(name)
+	}
 	c.mu.Lock()
 	l := c.nodes[name]
 	delete(c.nodes, name)
@@ -147,7 +150,7 @@ func (c *Cluster) SetRing(on string, members ...string) {
 	c.t.Helper()
 	var n uint64
 	if c.epochs != nil {
-		n = c.epochs.number(c.epochs.load(on), members)
+		n = c.epochs.number(on, members)
 	}
 	if err := c.setRing(on, members, n); err != nil {
 		c.t.Fatalf("limitertest: %s: SetMembers(%v): %v", on, members, err)
@@ -215,6 +218,9 @@ func (c *Cluster) Leave(name string, others ...string) error {
 	c.t.Helper()
 	l := c.Node(name)
 	l.SetLeaving()
+	if c.epochs != nil {
+		c.epochs.forget(name) // it routes by no epoch from now on
+	}
 	// Its own ring, no epoch's (it may never apply the one removing it).
 	if err := c.setRing(name, others, 0); err != nil {
 		c.t.Fatalf("limitertest: %s: SetMembers(%v): %v", name, others, err)

@@ -51,12 +51,25 @@ type epochLog struct {
 	setMu   sync.Mutex    // a node's SetMembers from catch-ups and the test
 }
 
-// number returns the epoch of ring members for a node at epoch from: the
-// first epoch after from with that ring, else a new one.
-func (e *epochLog) number(from uint64, members []string) uint64 {
+// number returns the epoch of ring members for node name: the first
+// epoch after the node's with that ring, else a new one. A node that has
+// applied none (a new process) starts from the oldest epoch a node routes
+// by: it applies the group's log from the first epoch, and a burst makes
+// one ring.
+func (e *epochLog) number(name string, members []string) uint64 {
 	ms := slices.Sorted(slices.Values(members))
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	from := e.applied[name]
+	if from == 0 {
+		oldest := uint64(0)
+		for n, a := range e.applied {
+			if n != name && a > 0 && (oldest == 0 || a < oldest) {
+				oldest = a
+			}
+		}
+		from = max(oldest, 1) - 1
+	}
 	for i := int(from); i < len(e.rings); i++ {
 		if slices.Equal(e.rings[i], ms) {
 			return uint64(i + 1)
@@ -80,6 +93,13 @@ func (e *epochLog) load(name string) uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.applied[name]
+}
+
+// forget drops node name's epoch: it has left or stopped.
+func (e *epochLog) forget(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.applied, name)
 }
 
 func (e *epochLog) set(name string, n uint64) {
