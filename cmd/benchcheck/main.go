@@ -221,8 +221,10 @@ func command(out io.Writer, name string, args ...string) (string, error) {
 		// allocations per check guard its cost); one P, as idle Ps
 		// spinning for work vary it too; no preemption signals
 		// (valgrind's signal handling is fragile); the benchmark ignores
-		// its client's SIGCHLD.
-		cmd.Env = append(os.Environ(), "GOGC=off", "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1", "SLUICE_BENCH_CALLGRIND=1")
+		// its client's SIGCHLD; no RDTSCP, which valgrind 3.19 cannot
+		// decode on some CPUs (AMD Turin) that report it, so Go's
+		// cputicks uses RDTSC instead.
+		cmd.Env = append(os.Environ(), "GOGC=off", "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off", "SLUICE_BENCH_CALLGRIND=1")
 	}
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
